@@ -1,0 +1,109 @@
+"""Arguments and loading shared by the verbs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..api import make_instance
+from ..errors import InputError
+from ..instance import CommMode, Instance, load_instance
+from ..jsonio import dumps, write_atomic
+
+
+def add_output(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("-o", "--output", metavar="FILE", help=f"write the {what} here (default: stdout)")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
+
+
+def add_quiet(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress or tables on stderr")
+
+
+def add_problem(parser: argparse.ArgumentParser, *, stages_required: bool = True) -> None:
+    parser.add_argument(
+        "source",
+        metavar="MODEL.onnx|INSTANCE.json",
+        help="an ONNX model (needs --cluster) or an instance file",
+    )
+    parser.add_argument("--cluster", metavar="C.json|NAME", help="cluster file or bundled cluster name")
+    parser.add_argument(
+        "--stages",
+        "-k",
+        type=int,
+        metavar="K",
+        help="at most K pipeline stages" + ("" if stages_required else " (default 1)"),
+    )
+    parser.add_argument("--exact-stages", action="store_true", help="use exactly K stages")
+    parser.add_argument(
+        "--comm-mode",
+        choices=[m.value for m in CommMode],
+        help="how a tensor sent to several stages is charged (default per-destination)",
+    )
+    parser.add_argument("--overlap", action="store_true", help="stage time = max(compute, communication)")
+    parser.add_argument(
+        "--dim",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="pin a symbolic input dimension (repeatable)",
+    )
+
+
+def dims_from_args(pairs: list[str]) -> dict[str, int]:
+    dims = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        if not name or not value.isdigit() or int(value) <= 0:
+            raise InputError(f"--dim {pair!r}: expected NAME=N with N a positive whole number")
+        dims[name] = int(value)
+    return dims
+
+
+def load_problem(args: argparse.Namespace, *, default_stages: int | None = None) -> Instance:
+    """An instance from ``args.source``: an instance file, or an ONNX model with ``--cluster``."""
+    source = Path(args.source)
+    stages = args.stages if args.stages is not None else default_stages
+    if source.suffix == ".json":
+        if args.cluster:
+            raise InputError("--cluster applies to ONNX models; an instance file holds its own cluster")
+        instance = load_instance(source)
+        changes = {}
+        if stages is not None:
+            changes["stages"] = stages
+        if args.exact_stages:
+            changes["exact_stages"] = True
+        if args.comm_mode:
+            changes["comm_mode"] = CommMode(args.comm_mode)
+        if args.overlap:
+            changes["overlap"] = True
+        return instance.with_options(**changes) if changes else instance
+    if not args.cluster:
+        raise InputError(f"{source}: an ONNX model needs --cluster (a cluster file or bundled name)")
+    if stages is None:
+        raise InputError("--stages K is required with an ONNX model")
+    return make_instance(
+        source,
+        args.cluster,
+        stages,
+        comm_mode=args.comm_mode or "per-destination",
+        overlap=args.overlap,
+        exact_stages=args.exact_stages,
+        dims=dims_from_args(args.dim),
+    )
+
+
+def emit(document: object, output: str | None, force: bool) -> None:
+    """Write a JSON document to ``output`` atomically, or to stdout."""
+    text = dumps(document)
+    if output:
+        write_atomic(output, text, overwrite=force)
+    else:
+        sys.stdout.write(text)
+
+
+def progress_printer(quiet: bool):
+    if quiet:
+        return None
+    return lambda message: print(f"partition: {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,69 @@
+"""Canonical JSON and atomic file writes, shared by every file the package emits.
+
+Canonical output (sorted keys, floats rounded to 12 significant digits) makes the same result
+byte-for-byte identical across runs; atomic writes (temporary file + ``os.replace``) mean an
+interrupted run leaves either the old file or a whole new one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+_SIGNIFICANT_DIGITS = 12
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        if math.isnan(value):
+            return "nan"
+        return float(f"{value:.{_SIGNIFICANT_DIGITS}g}")
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def dumps(document: Any) -> str:
+    """Serialise ``document`` canonically (sorted keys, stable float formatting)."""
+    return json.dumps(_canonical(document), sort_keys=True, indent=1) + "\n"
+
+
+def write_atomic(path: str | Path, text: str, *, overwrite: bool = False) -> None:
+    """Write ``text`` to ``path`` atomically; refuse to replace an existing file unless asked."""
+    target = Path(path)
+    if target.exists() and not overwrite:
+        raise InputError(f"{target}: file exists (use --force to overwrite)")
+    directory = target.parent if str(target.parent) else Path(".")
+    if not directory.is_dir():
+        raise InputError(f"{target}: directory {directory} does not exist")
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: str | Path, what: str) -> Any:
+    """Read a JSON file, turning every failure into one clear :class:`InputError`."""
+    source = Path(path)
+    if not source.is_file():
+        raise InputError(f"{source}: {what} file not found")
+    try:
+        return json.loads(source.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InputError(f"{source}: not a valid JSON {what} file ({error})") from None

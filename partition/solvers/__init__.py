@@ -1,0 +1,24 @@
+"""Solvers as plug-ins behind one interface, found by name in a registry."""
+
+from __future__ import annotations
+
+from ..errors import SolverError
+from .base import Capabilities, Outcome, Scope, Settings, Solver
+from .order_dp import OrderDP
+
+_REGISTRY: dict[str, type[Solver]] = {cls.name: cls for cls in (OrderDP,)}
+
+
+def solver_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_solver(name: str) -> Solver:
+    """The solver registered as ``name``; the error lists the valid names."""
+    try:
+        return _REGISTRY[name]()
+    except KeyError:
+        raise SolverError(f"unknown solver {name!r} (valid: auto, {', '.join(solver_names())})") from None
+
+
+__all__ = ["Capabilities", "Outcome", "Scope", "Settings", "Solver", "get_solver", "solver_names"]

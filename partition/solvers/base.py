@@ -1,0 +1,63 @@
+"""The interface every solver implements, and what it hands back.
+
+A solver receives an :class:`~partition.instance.Instance` and :class:`Settings`, and returns
+an :class:`Outcome`: a placement (or none), the lower bound it proved, its status and notes.
+It does not evaluate its own placement: :func:`partition.solve` does that with the
+independent evaluator and combines bounds from every source.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import ClassVar
+
+from ..instance import Instance
+from ..placement import Placement, Status
+
+
+class Scope(Enum):
+    """Over which placements a solver's optimum is exact."""
+
+    GLOBAL = "global"  # every valid placement (contiguous stages of the DAG, any devices)
+    ORDER = "order"  # contiguous splits of one topological order over device subsequences
+    HEURISTIC = "heuristic"  # no optimality claim
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    scope: Scope
+    heterogeneous: bool = True
+    time_limit: bool = False
+    max_ops: int | None = None  # beyond this the solver refuses the instance
+
+
+@dataclass(frozen=True)
+class Settings:
+    time_limit: float | None = None
+    seed: int = 0
+    threads: int = 1
+    progress: Callable[[str], None] | None = field(default=None, compare=False)
+
+    def report(self, message: str) -> None:
+        if self.progress is not None:
+            self.progress(message)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    placement: Placement | None
+    status: Status
+    lower_bound: float = 0.0
+    notes: tuple[str, ...] = ()
+
+
+class Solver(ABC):
+    name: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
+
+    @abstractmethod
+    def solve(self, instance: Instance, settings: Settings) -> Outcome:
+        """Find a placement of ``instance``; never raise for an infeasible instance."""

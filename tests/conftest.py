@@ -1,0 +1,64 @@
+"""Shared fixtures: random small instances and the paths of the models that ship with onnx."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import onnx
+import pytest
+
+import partition
+
+LIGHT = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
+
+
+def random_dag_instance(
+    seed: int,
+    num_ops: int,
+    *,
+    hosts: list[dict],
+    stages: int,
+    comm_mode: str = "per-destination",
+    overlap: bool = False,
+    edge_probability: float = 0.3,
+    memory: float | None = None,
+) -> partition.Instance:
+    """A random DAG with random FLOPs/bytes/params on a cluster of the given hosts."""
+    rng = np.random.default_rng(seed)
+    dag = nx.DiGraph()
+    for v in range(num_ops):
+        dag.add_node(
+            f"op{v}",
+            flops=float(rng.uniform(1e9, 5e10)),
+            bytes_read=float(rng.uniform(1e6, 1e8)),
+            bytes_written=float(rng.uniform(1e6, 1e8)),
+            param_bytes=float(rng.uniform(0, 4e9)),
+        )
+    for v in range(1, num_ops):
+        dag.add_edge(
+            f"op{v - 1}", f"op{v}", bytes=float(rng.uniform(1e6, 5e8))
+        ) if rng.random() < 0.7 else None
+        for u in range(v - 1):
+            if rng.random() < edge_probability:
+                dag.add_edge(f"op{u}", f"op{v}", bytes=float(rng.uniform(1e6, 5e8)))
+    document = {"name": f"random-{seed}", "hosts": hosts, "inter_host_link": "ib-hdr"}
+    if memory is not None:
+        document["device_types"] = {
+            "small": {"peak_flops": {"fp32": 10e12}, "memory_bandwidth": 1e12, "memory": memory}
+        }
+    cluster = partition.parse_cluster(document)
+    return partition.make_instance(
+        partition.graph_from_networkx(dag, f"random-{seed}"),
+        cluster,
+        stages,
+        comm_mode=comm_mode,
+        overlap=overlap,
+    )
+
+
+@pytest.fixture
+def light_models() -> Path:
+    return LIGHT

@@ -1,0 +1,138 @@
+"""The CLI end to end on real models, and one clear line for every kind of bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import LIGHT
+
+import partition
+from partition.cli import main
+
+MODELS = ["light_inception_v2", "light_resnet50", "light_squeezenet", "light_vgg19"]
+CLUSTERS = ["homo-4a100", "hetero-2h100-4a100-2l4"]
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS)
+@pytest.mark.parametrize("model", MODELS)
+def test_solve_then_evaluate_real_models(tmp_path: Path, model: str, cluster: str, capsys) -> None:
+    output = tmp_path / "placement.json"
+    source = str(LIGHT / f"{model}.onnx")
+    assert main(["solve", source, "--cluster", cluster, "--stages", "4", "-o", str(output), "-q"]) == 0
+    document = json.loads(output.read_text())
+    assert document["schema"] == "partition.placement" and document["version"] == 1
+    assert document["status"] in ("optimal", "feasible")
+    assert 1 <= len(document["stages"]) <= 4
+    assert document["lower_bound_s"] <= document["bottleneck_s"]
+    assert sum(s["num_ops"] for s in document["stages"]) == document["instance"]["num_ops"]
+    capsys.readouterr()
+    assert main(["evaluate", source, "--cluster", cluster, str(output), "-q"]) == 0
+    assert "valid:" in capsys.readouterr().out
+
+
+def test_instance_file_round_trip(tmp_path: Path, capsys) -> None:
+    source = str(LIGHT / "light_squeezenet.onnx")
+    instance_path = tmp_path / "inst.json"
+    assert (
+        main(
+            [
+                "instance",
+                source,
+                "--cluster",
+                "hetero-2h100-4a100-2l4",
+                "--stages",
+                "3",
+                "-o",
+                str(instance_path),
+            ]
+        )
+        == 0
+    )
+    from_file = partition.solve(partition.load_instance(instance_path))
+    direct = partition.solve(partition.make_instance(source, "hetero-2h100-4a100-2l4", 3))
+    assert from_file.bottleneck == pytest.approx(direct.bottleneck, rel=1e-9)
+    assert main(["solve", str(instance_path), "-o", str(tmp_path / "p.json"), "-q"]) == 0
+
+
+def test_inspect_reports_counts(capsys) -> None:
+    assert main(["inspect", str(LIGHT / "light_resnet50.onnx"), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["op_types"]["Conv"] == 53
+    # ResNet-50: 25.6 M parameters (fp32) and about 4.1 G multiply-adds at 224×224
+    assert info["param_bytes"] / 4 == pytest.approx(25.6e6, rel=0.01)
+    assert info["gflops"] / 2 == pytest.approx(4.1, rel=0.05)
+
+
+def test_output_is_not_overwritten_silently(tmp_path: Path, capsys) -> None:
+    output = tmp_path / "p.json"
+    output.write_text("keep me")
+    args = [
+        "solve",
+        str(LIGHT / "light_squeezenet.onnx"),
+        "--cluster",
+        "homo-4a100",
+        "-k",
+        "2",
+        "-o",
+        str(output),
+        "-q",
+    ]
+    assert main(args) == 2
+    assert "file exists" in capsys.readouterr().err
+    assert output.read_text() == "keep me"
+    assert main([*args, "--force"]) == 0
+
+
+def _bad_cluster(tmp_path: Path, device_type: str = "Z100", memory: float | None = None) -> str:
+    document = {"hosts": [{"devices": {device_type: 2}, "intra_link": "pcie4"}]}
+    if memory is not None:
+        document["device_types"] = {
+            device_type: {"peak_flops": {"fp32": 1e12}, "memory_bandwidth": 1e11, "memory": memory}
+        }
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("missing file", "model file not found"),
+        ("truncated onnx", "not a readable ONNX model"),
+        ("unknown device type", "unknown device type 'Z100'"),
+        ("too many stages", "5 stages requested but cluster"),
+        ("memory too small", "more than the largest device"),
+        ("unknown solver", "unknown solver 'magic' (valid: auto"),
+    ],
+)
+def test_bad_input_is_one_clear_line(tmp_path: Path, case: str, message: str) -> None:
+    model = str(LIGHT / "light_resnet50.onnx")
+    cluster, extra = "homo-4a100", ["--stages", "2"]
+    if case == "missing file":
+        model = str(tmp_path / "absent.onnx")
+    elif case == "truncated onnx":
+        data = (LIGHT / "light_resnet50.onnx").read_bytes()
+        model = str(tmp_path / "truncated.onnx")
+        Path(model).write_bytes(data[: len(data) // 3])
+    elif case == "unknown device type":
+        cluster = _bad_cluster(tmp_path)
+    elif case == "too many stages":
+        extra = ["--stages", "5"]
+    elif case == "memory too small":
+        cluster = _bad_cluster(tmp_path, "tiny", memory=1e6)
+    elif case == "unknown solver":
+        extra = ["--stages", "2", "--solver", "magic"]
+    run = subprocess.run(
+        [sys.executable, "-m", "partition", "solve", model, "--cluster", cluster, *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) >= 1 and "Traceback" not in run.stderr
+    assert message in lines[-1], run.stderr
