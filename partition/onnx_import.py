@@ -70,7 +70,12 @@ def _pin_dims(model: onnx.ModelProto, dims: dict[str, int], where: str) -> None:
         if value.name in initializers:
             continue
         for axis, dim in enumerate(value.type.tensor_type.shape.dim):
-            if dim.HasField("dim_value") and dim.dim_value > 0:
+            if dim.HasField("dim_value"):
+                if dim.dim_value <= 0:
+                    raise ModelError(
+                        f"{where}: input {value.name!r} dim {axis} has size {dim.dim_value}:"
+                        " an empty tensor cannot be partitioned"
+                    )
                 continue
             if dim.dim_param and dim.dim_param in dims:
                 dim.dim_value = dims[dim.dim_param]
