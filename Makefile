@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LIGHT = $(shell $(BIN)/python -c "import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), 'backend/test/data/light'))")
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench fuzz clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; set PYTHON=/path/to/python3.11" >&2; exit 1; }
@@ -21,6 +21,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# Thousands of generated instances through every solver, and the loaders fuzzed, for a bounded time.
+fuzz: $(STAMP)
+	PARTITION_PROPERTY_EXAMPLES=2000 PARTITION_FUZZ_EXAMPLES=3000 timeout 1800 \
+		$(BIN)/python -m pytest tests/test_properties.py tests/test_fuzz_loaders.py -p no:cacheprovider
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -6,63 +6,73 @@ Typical use::
     instance = partition.make_instance("model.onnx", "hetero-2h100-4a100-2l4", stages=4)
     result = partition.solve(instance)
     print(result.bottleneck, result.lower_bound, result.status)
+
+Names are imported on first use (PEP 562), so ``import partition`` is instant and the CLI can
+handle Ctrl-C from its first line.
 """
 
-from .api import graph_from_networkx, load_graph, make_instance, open_instance, solve
-from .cluster import Cluster, load_cluster, parse_cluster
-from .costs import CostTable, Provenance, RooflineModel, roofline_costs
-from .errors import (
-    ClusterError,
-    InfeasibleError,
-    InputError,
-    ModelError,
-    PartitionError,
-    SolverError,
-)
-from .evaluate import evaluate
-from .graph import Op, OpClass, OpGraph, Tensor
-from .instance import CommMode, Instance, Options, build_instance, load_instance, parse_instance
-from .placement import Evaluation, Placement, Result, StageFigures, Status
-from .report import placement_from_json, result_json
-from .solvers import get_solver, solver_names
+from __future__ import annotations
 
-__all__ = [
-    "Cluster",
-    "ClusterError",
-    "CommMode",
-    "CostTable",
-    "Evaluation",
-    "InfeasibleError",
-    "InputError",
-    "Instance",
-    "ModelError",
-    "Op",
-    "OpClass",
-    "OpGraph",
-    "Options",
-    "PartitionError",
-    "Placement",
-    "Provenance",
-    "Result",
-    "RooflineModel",
-    "SolverError",
-    "StageFigures",
-    "Status",
-    "Tensor",
-    "build_instance",
-    "evaluate",
-    "get_solver",
-    "graph_from_networkx",
-    "load_cluster",
-    "load_graph",
-    "load_instance",
-    "make_instance",
-    "open_instance",
-    "parse_cluster",
-    "parse_instance",
-    "placement_from_json",
-    "result_json",
-    "roofline_costs",
-    "solve",
-    "solver_names",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "api": ("graph_from_networkx", "load_graph", "make_instance", "open_instance", "solve"),
+    "cluster": ("Cluster", "load_cluster", "parse_cluster"),
+    "costs": ("CostTable", "Provenance", "RooflineModel", "roofline_costs"),
+    "errors": (
+        "ClusterError",
+        "InfeasibleError",
+        "InputError",
+        "ModelError",
+        "PartitionError",
+        "SolverError",
+    ),
+    "evaluator": ("evaluate",),
+    "graph": ("Op", "OpClass", "OpGraph", "Tensor"),
+    "instance": ("CommMode", "Instance", "Options", "build_instance", "load_instance", "parse_instance"),
+    "placement": ("Evaluation", "Placement", "Result", "StageFigures", "Status"),
+    "report": ("placement_from_json", "result_json"),
+    "solvers": ("get_solver", "solver_names"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module 'partition' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_MODULE_OF[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
+
+
+if TYPE_CHECKING:  # static analysers see the eager imports
+    from .api import graph_from_networkx, load_graph, make_instance, open_instance, solve  # noqa: F401
+    from .cluster import Cluster, load_cluster, parse_cluster  # noqa: F401
+    from .costs import CostTable, Provenance, RooflineModel, roofline_costs  # noqa: F401
+    from .errors import (  # noqa: F401
+        ClusterError,
+        InfeasibleError,
+        InputError,
+        ModelError,
+        PartitionError,
+        SolverError,
+    )
+    from .evaluator import evaluate  # noqa: F401
+    from .graph import Op, OpClass, OpGraph, Tensor  # noqa: F401
+    from .instance import (  # noqa: F401
+        CommMode,
+        Instance,
+        Options,
+        build_instance,
+        load_instance,
+        parse_instance,
+    )
+    from .placement import Evaluation, Placement, Result, StageFigures, Status  # noqa: F401
+    from .report import placement_from_json, result_json  # noqa: F401
+    from .solvers import get_solver, solver_names  # noqa: F401

@@ -17,7 +17,7 @@ import numpy as np
 from .bounds import trivial_lower_bound
 from .cluster import Cluster, load_cluster
 from .errors import InfeasibleError, InputError, SolverError
-from .evaluate import evaluate
+from .evaluator import evaluate
 from .graph import Op, OpGraph, Tensor
 from .instance import CommMode, Instance, Options, build_instance, load_instance
 from .placement import Result, Status

@@ -126,6 +126,13 @@ def _lookup(table: Mapping[str, Any], name: Any, what: str, where: str) -> Any:
     return table[name]
 
 
+def _mapping(document: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    value = document.get(key) or {}
+    if not isinstance(value, Mapping):
+        raise ClusterError(f"{where}: {key!r} must map names to specifications")
+    return value
+
+
 def parse_cluster(document: Any, *, where: str = "cluster", catalog: Catalog | None = None) -> Cluster:
     """Build a cluster from its JSON document; every problem is one :class:`ClusterError`."""
     if not isinstance(document, Mapping):
@@ -139,10 +146,10 @@ def parse_cluster(document: Any, *, where: str = "cluster", catalog: Catalog | N
         raise ClusterError(f"{where}: unknown field {unknown[0]!r}")
     base = catalog or bundled_catalog()
     device_types = dict(base.device_types)
-    for name, spec in (document.get("device_types") or {}).items():
+    for name, spec in _mapping(document, "device_types", where).items():
         device_types[name] = parse_device_type(name, spec)
     link_types = dict(base.link_types)
-    for name, spec in (document.get("link_types") or {}).items():
+    for name, spec in _mapping(document, "link_types", where).items():
         link_types[name] = parse_link_type(name, spec)
 
     hosts_spec = document.get("hosts")

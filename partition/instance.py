@@ -251,18 +251,18 @@ def parse_instance(document: Any, *, where: str = "instance") -> Instance:
             colocate=tuple(tuple(group) for group in o.get("colocate", ())),
             mode=str(o.get("mode", "inference")),
         )
+        return Instance(
+            str(document.get("name", graph.name)),
+            graph,
+            cluster,
+            costs,
+            options,
+            dict(document.get("source") or {}),
+        )
     except KeyError as error:
         raise InputError(f"{where}: missing field {error.args[0]!r}") from None
     except (TypeError, ValueError, AttributeError) as error:
         raise InputError(f"{where}: malformed instance ({error})") from None
-    return Instance(
-        str(document.get("name", graph.name)),
-        graph,
-        cluster,
-        costs,
-        options,
-        dict(document.get("source", {})),
-    )
 
 
 def load_instance(path: str | Path) -> Instance:

@@ -45,6 +45,3 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         print(f"partition: error: {error.filename or ''}: {error.strerror or error}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("partition: interrupted", file=sys.stderr)
-        return 130

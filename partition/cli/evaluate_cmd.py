@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..errors import InputError
-from ..evaluate import evaluate
+from ..evaluator import evaluate
 from ..jsonio import read_json
 from ..placement import Result, Status
 from ..report import placement_from_json, result_json, stage_table
