@@ -92,5 +92,6 @@ def test_killed_run_leaves_old_or_whole_new_file(tmp_path: Path) -> None:
         assert document == {"old": True} or document["schema"] == "partition.placement"
         if sig == signal.SIGINT:
             assert "Traceback" not in stderr
-            assert process.returncode in (0, 130)
+            # 130: our handler; -SIGINT: the signal arrived before Python installed its handler
+            assert process.returncode in (0, 130, -signal.SIGINT)
             assert not [p for p in tmp_path.iterdir() if p.name.startswith(".placement.json.")]
