@@ -60,17 +60,46 @@ class RooflineModel:
 
 @dataclass(frozen=True, eq=False)
 class CostTable:
-    """``times[v, τ]``: seconds of op ``v`` on device type ``type_names[τ]``, with provenance."""
+    """``times[v, τ]``: seconds of op ``v`` on device type ``type_names[τ]``.
+
+    ``provenance[v, τ]`` says where each time came from, so an instance can mix a measured or
+    imported table for some device types (or some ops) with modelled costs elsewhere.
+    """
 
     type_names: tuple[str, ...]
     times: np.ndarray
-    provenance: tuple[Provenance, ...]
+    provenance: np.ndarray  # Provenance per (op, device type), dtype object
 
     def __post_init__(self) -> None:
+        if self.provenance.shape != self.times.shape:
+            raise ValueError(f"provenance is {self.provenance.shape}, times are {self.times.shape}")
         self.times.setflags(write=False)
+        self.provenance.setflags(write=False)
+
+    @classmethod
+    def uniform(
+        cls, type_names: tuple[str, ...], times: np.ndarray, provenance: tuple[Provenance, ...]
+    ) -> CostTable:
+        """A table whose every time on type ``τ`` has provenance ``provenance[τ]``."""
+        grid = np.empty(times.shape, dtype=object)
+        grid[:, :] = np.array(provenance, dtype=object)[None, :]
+        return cls(type_names, times, grid)
 
     def column(self, type_name: str) -> np.ndarray:
         return self.times[:, self.type_names.index(type_name)]
+
+    def column_provenance(self, type_name: str) -> Provenance | None:
+        """The provenance shared by every op on ``type_name``; ``None`` when the column mixes."""
+        values = set(self.provenance[:, self.type_names.index(type_name)])
+        return values.pop() if len(values) == 1 else None
+
+    def with_column(self, type_name: str, times: np.ndarray, provenance: np.ndarray) -> CostTable:
+        """This table with type ``type_name``'s times and provenance replaced."""
+        t = self.type_names.index(type_name)
+        new_times, new_provenance = self.times.copy(), self.provenance.copy()
+        new_times[:, t] = times
+        new_provenance[:, t] = provenance
+        return CostTable(self.type_names, new_times, new_provenance)
 
 
 def roofline_costs(graph: OpGraph, cluster: Cluster, model: RooflineModel | None = None) -> CostTable:
@@ -78,7 +107,7 @@ def roofline_costs(graph: OpGraph, cluster: Cluster, model: RooflineModel | None
     model = model or RooflineModel()
     types = [cluster.device_types[name] for name in cluster.type_names]
     times = np.array([[model.op_time(op, t) for t in types] for op in graph.ops], dtype=float)
-    return CostTable(
+    return CostTable.uniform(
         cluster.type_names,
         times.reshape(len(graph.ops), len(types)),
         tuple(Provenance.ROOFLINE for _ in types),
