@@ -7,9 +7,11 @@ import sys
 from pathlib import Path
 
 from ..api import make_instance
+from ..cluster import load_cluster
 from ..errors import InputError
 from ..instance import CommMode, Instance, load_instance
 from ..jsonio import dumps, write_atomic
+from ..measured import apply_measured, load_cost_table, with_device_types
 
 
 def add_output(parser: argparse.ArgumentParser, what: str) -> None:
@@ -49,6 +51,13 @@ def add_problem(parser: argparse.ArgumentParser, *, stages_required: bool = True
         metavar="NAME=N",
         help="pin a symbolic input dimension (repeatable)",
     )
+    parser.add_argument(
+        "--costs",
+        action="append",
+        default=[],
+        metavar="COSTS.json",
+        help="measured cost table (partition profile) for its device type; others stay modelled",
+    )
 
 
 def dims_from_args(pairs: list[str]) -> dict[str, int]:
@@ -63,6 +72,14 @@ def dims_from_args(pairs: list[str]) -> dict[str, int]:
 
 def load_problem(args: argparse.Namespace, *, default_stages: int | None = None) -> Instance:
     """An instance from ``args.source``: an instance file, or an ONNX model with ``--cluster``."""
+    tables = [(path, load_cost_table(path)) for path in args.costs]
+    instance = _load_problem(args, default_stages, [table for _, table in tables])
+    for path, table in tables:
+        instance = apply_measured(instance, table, where=path)
+    return instance
+
+
+def _load_problem(args: argparse.Namespace, default_stages: int | None, tables: list) -> Instance:
     source = Path(args.source)
     stages = args.stages if args.stages is not None else default_stages
     if source.suffix == ".json":
@@ -85,7 +102,7 @@ def load_problem(args: argparse.Namespace, *, default_stages: int | None = None)
         raise InputError("--stages K is required with an ONNX model")
     return make_instance(
         source,
-        args.cluster,
+        load_cluster(args.cluster, catalog=with_device_types(tables)),
         stages,
         comm_mode=args.comm_mode or "per-destination",
         overlap=args.overlap,
