@@ -3,12 +3,13 @@
 Model: ``t̂(v) = launch + max(flops / (peak · e_c), bytes / (bandwidth · e_m))`` with a compute
 and a memory efficiency ``(e_c, e_m)`` per op class. The fit minimises, in log space,
 
-    mean_v (log t̂(v) − log t(v))²  +  Σ_v t(v) (log t̂(v) − log t(v))² / Σ_v t(v)
+    mean_v (log t̂(v) − log t(v))²  +  Σ_v w(v) (log t̂(v) − log t(v))² / Σ_v w(v)
 
 over the log of every factor that some measured op depends on (a class without FLOPs has no
 compute factor to fit). Log space makes a 2× error cost the same on a 10 µs op as on a 10 ms
-one; the time-weighted term keeps the few large ops, which make up most of the whole-model
-time, from being traded away for the many small ones. (A separate whole-model term would let
+one; the second term, weighted by ``w(v)`` = the op's share of its model's measured time,
+keeps the few large ops, which make up most of the whole-model time, from being traded away
+for the many small ones, and gives every model the same weight. (A separate whole-model term would let
 a class with one op per model, such as the final Gemm, absorb the whole-model error.) The
 objective is not smooth (the ``max``), so the solver is coordinate descent: a coarse log-grid
 scan then a golden-section refinement per factor, a few sweeps — plain numpy, and fast at
@@ -18,6 +19,7 @@ thousands of ops.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -47,67 +49,54 @@ class Errors:
 
 @dataclass(frozen=True, eq=False)
 class _Data:
-    """Per measured op: class index, FLOPs over peak, bytes over bandwidth, measured seconds."""
+    """Per measured op: FLOPs over peak, bytes over bandwidth, measured seconds, class, type."""
 
-    op_class: np.ndarray
     compute: np.ndarray
     traffic: np.ndarray
     measured: np.ndarray
+    op_class: np.ndarray  # index into _CLASSES
+    op_type: tuple[str, ...]
+    share: np.ndarray  # the op's share of its model's measured time: each model weighs the same
 
 
 _CLASSES = tuple(OpClass)
+_MIN_OPS_PER_TYPE = 2  # an op type gets its own factors only with this many measured ops
 
 
 def _data(pairs: Sequence[tuple[OpGraph, MeasuredTable]], device: DeviceType) -> _Data:
-    rows = []
+    rows, types = [], []
     for graph, table in pairs:
         times = table.times(graph)
+        total = float(np.nansum(times))
         for op, t in zip(graph.ops, times, strict=True):
             if np.isfinite(t) and t > 0:
                 compute = op.flops / device.peak(op.dtype)
                 traffic = (op.bytes_read + op.bytes_written) / device.memory_bandwidth
-                rows.append((_CLASSES.index(op.op_class), compute, traffic, t))
-    array = np.array(rows, dtype=float).reshape(-1, 4)
-    return _Data(array[:, 0].astype(int), array[:, 1], array[:, 2], array[:, 3])
+                rows.append((compute, traffic, t, _CLASSES.index(op.op_class), t / total))
+                types.append(op.op_type)
+    array = np.array(rows, dtype=float).reshape(-1, 5)
+    return _Data(array[:, 0], array[:, 1], array[:, 2], array[:, 3].astype(int), tuple(types), array[:, 4])
 
 
-def _predict(data: _Data, theta: np.ndarray) -> np.ndarray:
-    """``theta`` = log e_c per class, log e_m per class, log launch."""
-    n = len(_CLASSES)
-    compute_eff, memory_eff = np.exp(theta[:n]), np.exp(theta[n : 2 * n])
-    compute = data.compute / compute_eff[data.op_class]
-    traffic = data.traffic / memory_eff[data.op_class]
-    return math.exp(theta[-1]) + np.maximum(compute, traffic)
+def _loss(data: _Data, group: np.ndarray, theta: np.ndarray) -> float:
+    """``theta`` = log e_c per group, log e_m per group, log launch; ``group`` per op."""
+    n = (len(theta) - 1) // 2
+    compute = data.compute / np.exp(theta[:n])[group]
+    traffic = data.traffic / np.exp(theta[n : 2 * n])[group]
+    squared = (np.log(math.exp(theta[-1]) + np.maximum(compute, traffic)) - np.log(data.measured)) ** 2
+    return float(np.mean(squared) + np.average(squared, weights=data.share))
 
 
-def _loss(data: _Data, theta: np.ndarray) -> float:
-    squared = (np.log(_predict(data, theta)) - np.log(data.measured)) ** 2
-    return float(np.mean(squared) + np.average(squared, weights=data.measured))
-
-
-def _theta(model: RooflineModel) -> np.ndarray:
-    compute = [math.log(model.efficiency[c][0]) for c in _CLASSES]
-    memory = [math.log(model.efficiency[c][1]) for c in _CLASSES]
-    return np.array([*compute, *memory, math.log(model.launch_overhead)])
-
-
-def _model(theta: np.ndarray) -> RooflineModel:
-    n = len(_CLASSES)
-    efficiency = {c: (math.exp(theta[i]), math.exp(theta[n + i])) for i, c in enumerate(_CLASSES)}
-    return RooflineModel(efficiency=efficiency, launch_overhead=math.exp(theta[-1]))
-
-
-def _line_search(data: _Data, theta: np.ndarray, index: int, bounds: tuple[float, float]) -> None:
+def _line_search(loss, theta: np.ndarray, index: int, bounds: tuple[float, float]) -> None:
     """Set ``theta[index]`` to the best value of a grid scan refined by golden section."""
 
     def value(x: float) -> float:
         theta[index] = x
-        return _loss(data, theta)
+        return loss(theta)
 
     current = theta[index]
     grid = np.linspace(*bounds, _GRID)
-    losses = [value(x) for x in grid]
-    best = int(np.argmin(losses))
+    best = int(np.argmin([value(x) for x in grid]))
     low, high = grid[max(best - 1, 0)], grid[min(best + 1, _GRID - 1)]
     for _ in range(30):
         a, b = high - _GOLDEN * (high - low), low + _GOLDEN * (high - low)
@@ -115,29 +104,53 @@ def _line_search(data: _Data, theta: np.ndarray, index: int, bounds: tuple[float
             high = b
         else:
             low = a
-    candidates = [(value(x), x) for x in (current, grid[best], (low + high) / 2)]
-    theta[index] = min(candidates)[1]
+    theta[index] = min((value(x), x) for x in (current, grid[best], (low + high) / 2))[1]
 
 
-def fit(
-    pairs: Sequence[tuple[OpGraph, MeasuredTable]], device: DeviceType, start: RooflineModel | None = None
-) -> RooflineModel:
-    """The roofline model of ``device`` that best explains the measured tables.
-
-    Every table is modelled with the same ``device`` figures (each profile records its own
-    bandwidth estimate, which varies between sessions; the factors absorb the scale).
-    """
-    data = _data(pairs, device)
-    theta = _theta(start or RooflineModel())
-    n = len(_CLASSES)
-    present = set(data.op_class.tolist())
-    has_flops = {c for c in present if np.any(data.compute[data.op_class == c] > 0)}
-    free = sorted(has_flops) + [n + c for c in sorted(present)]
+def _descend(data: _Data, group: np.ndarray, theta: np.ndarray, groups: list[int]) -> None:
+    """Coordinate descent over the factors of ``groups`` (those their ops depend on) and launch."""
+    n = (len(theta) - 1) // 2
+    free = [g for g in groups if np.any(data.compute[group == g] > 0)]  # no FLOPs: no compute factor
+    free += [n + g for g in groups if np.any(group == g)]
     for _ in range(_SWEEPS):
         for index in free:
-            _line_search(data, theta, index, _EFFICIENCY_RANGE)
-        _line_search(data, theta, 2 * n, _LAUNCH_RANGE)
-    return _model(theta)
+            _line_search(lambda t: _loss(data, group, t), theta, index, _EFFICIENCY_RANGE)
+        _line_search(lambda t: _loss(data, group, t), theta, 2 * n, _LAUNCH_RANGE)
+
+
+def fit(pairs: Sequence[tuple[OpGraph, MeasuredTable]], device: DeviceType) -> RooflineModel:
+    """The roofline model of ``device`` that best explains the measured tables.
+
+    First the class factors (from every op of the class), then, with those fixed, factors of
+    each op type with at least two measured ops, starting from its class's. Every table is
+    modelled with the same ``device`` figures (each profile records its own bandwidth estimate,
+    which varies between sessions; the factors absorb the scale).
+    """
+    data = _data(pairs, device)
+    default = RooflineModel()
+    classes = len(_CLASSES)
+    compute, memory = zip(*(default.efficiency[c] for c in _CLASSES), strict=True)
+    theta = np.log([*compute, *memory, default.launch_overhead])
+    _descend(data, data.op_class, theta, list(range(classes)))
+
+    counts = Counter(data.op_type)
+    refined = sorted(t for t, n in counts.items() if n >= _MIN_OPS_PER_TYPE)
+    index = {t: classes + i for i, t in enumerate(refined)}
+    group = np.array([index.get(t, c) for t, c in zip(data.op_type, data.op_class, strict=True)])
+    owner = {t: data.op_class[data.op_type.index(t)] for t in refined}
+    total = classes + len(refined)
+    wide = np.empty(2 * total + 1)
+    for g in range(total):
+        source = g if g < classes else owner[refined[g - classes]]
+        wide[g], wide[total + g] = theta[source], theta[classes + source]
+    wide[-1] = theta[-1]
+    _descend(data, group, wide, list(range(classes, total)))
+
+    return RooflineModel(
+        efficiency={c: (math.exp(wide[i]), math.exp(wide[total + i])) for i, c in enumerate(_CLASSES)},
+        launch_overhead=math.exp(wide[-1]),
+        type_efficiency={t: (math.exp(wide[index[t]]), math.exp(wide[total + index[t]])) for t in refined},
+    )
 
 
 def errors(graph: OpGraph, table: MeasuredTable, model: RooflineModel, device: DeviceType) -> Errors:

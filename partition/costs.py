@@ -42,17 +42,22 @@ _DEFAULT_EFFICIENCY: dict[OpClass, tuple[float, float]] = {
 
 @dataclass(frozen=True)
 class RooflineModel:
-    """Efficiency factors per op class and a fixed per-op launch overhead (seconds)."""
+    """Efficiency factors per op class and a fixed per-op launch overhead (seconds).
+
+    ``type_efficiency`` overrides the class factors for single op types, where calibration
+    found a kernel far from its class (e.g. onnxruntime's CPU ``LRN``).
+    """
 
     efficiency: Mapping[OpClass, tuple[float, float]] = field(
         default_factory=lambda: dict(_DEFAULT_EFFICIENCY)
     )
     launch_overhead: float = 4e-6
+    type_efficiency: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     def op_time(self, op: Op, device: DeviceType) -> float:
         if op.op_type in device.unsupported_op_types:
             return float("inf")
-        compute_eff, memory_eff = self.efficiency[op.op_class]
+        compute_eff, memory_eff = self.type_efficiency.get(op.op_type) or self.efficiency[op.op_class]
         compute = op.flops / (device.peak(op.dtype) * compute_eff)
         traffic = (op.bytes_read + op.bytes_written) / (device.memory_bandwidth * memory_eff)
         return self.launch_overhead + max(compute, traffic)

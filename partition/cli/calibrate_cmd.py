@@ -86,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
             report[name]["held_out"] = _json(held)
     print(f"launch overhead {fitted.launch_overhead * 1e6:.3g} µs; efficiency (compute, memory) per class:")
     print("  " + ", ".join(f"{c.value} ({e[0]:.3g}, {e[1]:.3g})" for c, e in fitted.efficiency.items()))
+    types = fitted.type_efficiency.items()
+    print("per op type: " + ", ".join(f"{t} ({e[0]:.3g}, {e[1]:.3g})" for t, e in types))
     if args.output:
         document = {
             "schema": ROOFLINE_SCHEMA,
@@ -93,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
             "device_type": pairs[0][2].device_type,
             "launch_overhead": fitted.launch_overhead,
             "efficiency": {c.value: list(e) for c, e in fitted.efficiency.items()},
+            "type_efficiency": {t: list(e) for t, e in fitted.type_efficiency.items()},
             "fitted_on": [name for name, _, _ in pairs],
             "errors": report,
         }
