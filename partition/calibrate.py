@@ -21,14 +21,22 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from .costs import RooflineModel
-from .devices import DeviceType
+from .costs import Provenance, RooflineModel
+from .devices import DeviceType, parse_device_type
+from .errors import InputError
 from .graph import OpClass, OpGraph
+from .instance import Instance
+from .jsonio import read_json
 from .measured import MeasuredTable, check_matches
+
+CALIBRATED_SCHEMA = "partition.roofline"
+CALIBRATED_VERSION = 1
 
 _EFFICIENCY_RANGE = (math.log(1e-4), math.log(10.0))  # >1 allowed: nominal CPU peaks are rough
 _LAUNCH_RANGE = (math.log(1e-8), math.log(1e-2))
@@ -168,3 +176,77 @@ def errors(graph: OpGraph, table: MeasuredTable, model: RooflineModel, device: D
         whole_model=total / float(measured[keep].sum()) - 1,
         whole_run=None if not run else float(predicted.sum()) / run - 1,
     )
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """A fitted roofline model with the device figures it was fitted against."""
+
+    device: DeviceType
+    model: RooflineModel
+
+
+def calibrated_json(calibrated: Calibrated, report: dict[str, Any]) -> dict[str, Any]:
+    device, model = calibrated.device, calibrated.model
+    return {
+        "schema": CALIBRATED_SCHEMA,
+        "version": CALIBRATED_VERSION,
+        "device_type": device.name,
+        "device": {
+            "peak_flops": dict(device.peak_flops),
+            "memory_bandwidth": device.memory_bandwidth,
+            "memory": device.memory,
+        },
+        "launch_overhead": model.launch_overhead,
+        "efficiency": {c.value: list(e) for c, e in model.efficiency.items()},
+        "type_efficiency": {t: list(e) for t, e in model.type_efficiency.items()},
+        "errors": report,
+    }
+
+
+def _factors(value: Any, what: str) -> tuple[float, float]:
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        raise InputError(f"{what}: expected [compute efficiency, memory efficiency]")
+    compute, memory = value
+    for x in (compute, memory):
+        if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or x <= 0:
+            raise InputError(f"{what}: efficiency {x!r} is not a positive number")
+    return float(compute), float(memory)
+
+
+def load_calibrated(path: str | Path) -> Calibrated:
+    """Read a ``partition calibrate -o`` file; every problem is one :class:`InputError`."""
+    where = str(path)
+    document = read_json(path, "calibrated roofline")
+    if not isinstance(document, dict) or document.get("schema") != CALIBRATED_SCHEMA:
+        raise InputError(f"{where}: not a calibrated roofline file (schema {CALIBRATED_SCHEMA!r})")
+    if document.get("version") != CALIBRATED_VERSION:
+        raise InputError(f"{where}: unsupported calibrated-roofline version {document.get('version')!r}")
+    try:
+        device = parse_device_type(str(document["device_type"]), document["device"])
+        efficiency = {c: _factors(document["efficiency"][c.value], f"{where}: {c.value}") for c in _CLASSES}
+        types = {str(t): _factors(e, f"{where}: {t}") for t, e in document.get("type_efficiency", {}).items()}
+        launch = float(document["launch_overhead"])
+    except KeyError as error:
+        raise InputError(f"{where}: missing field {error.args[0]!r}") from None
+    except (TypeError, ValueError, AttributeError) as error:
+        raise InputError(f"{where}: malformed calibrated roofline ({error})") from None
+    if not math.isfinite(launch) or launch < 0:
+        raise InputError(f"{where}: launch overhead {launch!r} is not a non-negative number")
+    return Calibrated(device, RooflineModel(efficiency, launch, types))
+
+
+def apply_calibrated(
+    instance: Instance, calibrated: Calibrated, *, where: str = "calibrated roofline"
+) -> Instance:
+    """``instance`` with its column of the calibrated device type modelled by the fitted factors."""
+    name = calibrated.device.name
+    if name not in instance.costs.type_names:
+        raise InputError(
+            f"{where}: cluster {instance.cluster.name!r} has no device type {name!r}"
+            f" (it has {', '.join(instance.costs.type_names)}); add it to the cluster file"
+        )
+    times = np.array([calibrated.model.op_time(op, calibrated.device) for op in instance.graph.ops])
+    provenance = np.full(len(times), Provenance.ROOFLINE, dtype=object)
+    source = {**instance.source, "calibrated": {**instance.source.get("calibrated", {}), name: where}}
+    return replace(instance, costs=instance.costs.with_column(name, times, provenance), source=source)

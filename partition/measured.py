@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -190,10 +190,10 @@ def check_matches(table: MeasuredTable, graph: OpGraph, *, where: str = "cost ta
         raise InputError(f"{where}: op {unknown!r} is not an op of model {graph.name!r}")
 
 
-def with_device_types(tables: list[MeasuredTable], base: Catalog | None = None) -> Catalog:
-    """The catalog plus the device types the tables were measured on."""
+def with_device_types(devices: Iterable[DeviceType], base: Catalog | None = None) -> Catalog:
+    """The catalog plus ``devices`` (e.g. the device types cost tables were measured on)."""
     base = base or bundled_catalog()
-    return Catalog({**base.device_types, **{t.device_type: t.device for t in tables}}, base.link_types)
+    return Catalog({**base.device_types, **{d.name: d for d in devices}}, base.link_types)
 
 
 def apply_measured(instance: Instance, table: MeasuredTable, *, where: str = "cost table") -> Instance:

@@ -10,9 +10,9 @@ import pytest
 from conftest import LIGHT
 
 import partition
-from partition.calibrate import errors, fit
+from partition.calibrate import errors, fit, load_calibrated
 from partition.cli import main
-from partition.costs import RooflineModel
+from partition.costs import Provenance, RooflineModel
 from partition.devices import DeviceType
 from partition.graph import OpClass
 from partition.measured import MeasuredTable, OpTiming, graph_fingerprint
@@ -75,6 +75,33 @@ def test_cli_calibrate_reports_before_and_after(tmp_path: Path, capsys) -> None:
     errors_ = document["errors"]["light_squeezenet"]
     assert errors_["after"]["median"] < errors_["before"]["median"]
     assert document["schema"] == "partition.roofline" and document["device_type"].startswith("cpu-")
+    calibrated = load_calibrated(out)
+    cluster = tmp_path / "cluster.json"
+    hosts = [{"name": "h0", "devices": {calibrated.device.name: 1, "L4": 1}, "intra_link": "pcie4"}]
+    cluster.write_text(json.dumps({"name": "cpu-l4", "hosts": hosts}))
+    instance_path = tmp_path / "inst.json"
+    argv = [
+        "instance",
+        model,
+        "--cluster",
+        str(cluster),
+        "-k",
+        "2",
+        "--roofline",
+        str(out),
+        "-o",
+        str(instance_path),
+    ]
+    assert main(argv) == 0
+    instance = partition.load_instance(instance_path)
+    expected = [calibrated.model.op_time(op, calibrated.device) for op in instance.graph.ops]
+    assert np.allclose(instance.costs.column(calibrated.device.name), expected)
+    assert instance.costs.column_provenance(calibrated.device.name) is Provenance.ROOFLINE
+    mixed = tmp_path / "mixed.json"
+    assert main([*argv[:-2], "--costs", str(costs), "-o", str(mixed)]) == 0  # measured wins over modelled
+    assert (
+        partition.load_instance(mixed).costs.column_provenance(calibrated.device.name) is Provenance.MEASURED
+    )
     assert main(["calibrate", str(costs)]) == 2
     assert "pairs" in capsys.readouterr().err
     assert main(["calibrate", str(costs), str(LIGHT / "light_bvlc_alexnet.onnx")]) == 2

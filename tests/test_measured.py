@@ -108,7 +108,7 @@ def test_partial_table_gives_per_op_provenance_that_round_trips(
     partial.write_text(json.dumps(document))
     table = load_cost_table(partial)
     cluster = partition.load_cluster(
-        _cluster_with(tmp_path, table.device_type), catalog=with_device_types([table])
+        _cluster_with(tmp_path, table.device_type), catalog=with_device_types([table.device])
     )
     instance = apply_measured(partition.make_instance(str(SQUEEZENET), cluster, 2), table)
     column = instance.costs.provenance[:, instance.costs.type_names.index(table.device_type)]

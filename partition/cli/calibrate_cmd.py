@@ -6,14 +6,11 @@ import argparse
 from pathlib import Path
 
 from ..api import load_graph
-from ..calibrate import Errors, errors, fit
+from ..calibrate import Calibrated, Errors, calibrated_json, errors, fit
 from ..costs import RooflineModel
 from ..errors import InputError
 from ..measured import MeasuredTable, check_matches, load_cost_table
 from ._common import add_output, dims_from_args, emit
-
-ROOFLINE_SCHEMA = "partition.roofline"
-ROOFLINE_VERSION = 1
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -89,15 +86,5 @@ def run(args: argparse.Namespace) -> int:
     types = fitted.type_efficiency.items()
     print("per op type: " + ", ".join(f"{t} ({e[0]:.3g}, {e[1]:.3g})" for t, e in types))
     if args.output:
-        document = {
-            "schema": ROOFLINE_SCHEMA,
-            "version": ROOFLINE_VERSION,
-            "device_type": pairs[0][2].device_type,
-            "launch_overhead": fitted.launch_overhead,
-            "efficiency": {c.value: list(e) for c, e in fitted.efficiency.items()},
-            "type_efficiency": {t: list(e) for t, e in fitted.type_efficiency.items()},
-            "fitted_on": [name for name, _, _ in pairs],
-            "errors": report,
-        }
-        emit(document, args.output, args.force)
+        emit(calibrated_json(Calibrated(device, fitted), report), args.output, args.force)
     return 0
