@@ -73,22 +73,17 @@ class CostTable:
 
     type_names: tuple[str, ...]
     times: np.ndarray
-    provenance: np.ndarray  # Provenance per (op, device type), dtype object
+    provenance: np.ndarray  # Provenance per (op, device type), dtype object; or one per type
 
     def __post_init__(self) -> None:
+        if isinstance(self.provenance, tuple | list):  # one per device type, as before per-op provenance
+            grid = np.empty(self.times.shape, dtype=object)
+            grid[:, :] = np.array(self.provenance, dtype=object)[None, :]
+            object.__setattr__(self, "provenance", grid)
         if self.provenance.shape != self.times.shape:
             raise ValueError(f"provenance is {self.provenance.shape}, times are {self.times.shape}")
         self.times.setflags(write=False)
         self.provenance.setflags(write=False)
-
-    @classmethod
-    def uniform(
-        cls, type_names: tuple[str, ...], times: np.ndarray, provenance: tuple[Provenance, ...]
-    ) -> CostTable:
-        """A table whose every time on type ``τ`` has provenance ``provenance[τ]``."""
-        grid = np.empty(times.shape, dtype=object)
-        grid[:, :] = np.array(provenance, dtype=object)[None, :]
-        return cls(type_names, times, grid)
 
     def column(self, type_name: str) -> np.ndarray:
         return self.times[:, self.type_names.index(type_name)]
@@ -112,7 +107,7 @@ def roofline_costs(graph: OpGraph, cluster: Cluster, model: RooflineModel | None
     model = model or RooflineModel()
     types = [cluster.device_types[name] for name in cluster.type_names]
     times = np.array([[model.op_time(op, t) for t in types] for op in graph.ops], dtype=float)
-    return CostTable.uniform(
+    return CostTable(
         cluster.type_names,
         times.reshape(len(graph.ops), len(types)),
         tuple(Provenance.ROOFLINE for _ in types),

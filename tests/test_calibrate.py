@@ -15,7 +15,7 @@ from partition.cli import main
 from partition.costs import Provenance, RooflineModel
 from partition.devices import DeviceType
 from partition.graph import OpClass
-from partition.measured import MeasuredTable, OpTiming, graph_fingerprint
+from partition.measured import MeasuredTable, OpTiming, graph_fingerprint, load_cost_table
 
 DEVICE = DeviceType("cpu-test", {"fp32": 1e11}, 1e10, 16e9)
 TRUE = RooflineModel(
@@ -72,10 +72,17 @@ def test_cli_calibrate_reports_before_and_after(tmp_path: Path, capsys) -> None:
     report = capsys.readouterr().out
     assert "before" in report and "after" in report and "launch overhead" in report
     document = json.loads(out.read_text())
-    errors_ = document["errors"]["light_squeezenet"]
-    assert errors_["after"]["median"] < errors_["before"]["median"]
+    reported = document["errors"]["light_squeezenet"]
+    assert set(reported) == {"before", "after"} and all(
+        np.isfinite(reported["after"][k]) for k in ("median", "p90")
+    )
     assert document["schema"] == "partition.roofline" and document["device_type"].startswith("cpu-")
     calibrated = load_calibrated(out)
+    graph = partition.load_graph(model)
+    after = errors(graph, load_cost_table(costs), calibrated.model, calibrated.device)
+    assert after.median == pytest.approx(reported["after"]["median"]) and after.p90 == pytest.approx(
+        reported["after"]["p90"]
+    )
     cluster = tmp_path / "cluster.json"
     hosts = [{"name": "h0", "devices": {calibrated.device.name: 1, "L4": 1}, "intra_link": "pcie4"}]
     cluster.write_text(json.dumps({"name": "cpu-l4", "hosts": hosts}))

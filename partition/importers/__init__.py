@@ -129,9 +129,7 @@ def imported_instance(imported: ImportedCosts, cluster: Cluster, options: Option
             f" {missing[0]!r} of cluster {cluster.name!r} (it covers: {', '.join(sorted(imported.times))})"
         )
     times = np.column_stack([imported.times[t] for t in cluster.type_names])
-    costs = CostTable.uniform(
-        cluster.type_names, times, tuple(Provenance.IMPORTED for _ in cluster.type_names)
-    )
+    costs = CostTable(cluster.type_names, times, tuple(Provenance.IMPORTED for _ in cluster.type_names))
     return build_instance(imported.graph, cluster, options, costs=costs, source=dict(imported.source))
 
 
