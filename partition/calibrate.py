@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -95,7 +95,9 @@ def _loss(data: _Data, group: np.ndarray, theta: np.ndarray) -> float:
     return float(np.mean(squared) + np.average(squared, weights=data.share))
 
 
-def _line_search(loss, theta: np.ndarray, index: int, bounds: tuple[float, float]) -> None:
+def _line_search(
+    loss: Callable[[np.ndarray], float], theta: np.ndarray, index: int, bounds: tuple[float, float]
+) -> None:
     """Set ``theta[index]`` to the best value of a grid scan refined by golden section."""
 
     def value(x: float) -> float:
