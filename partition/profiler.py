@@ -38,6 +38,7 @@ from .onnx_import import import_onnx, load_model
 _NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial"}
 _FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE}
 _US = 1e-6
+_ORT_ERRORS_ONLY = 3
 _IR_INITIALIZERS_NOT_INPUTS = 4  # from IR 4 on, an initializer need not be a graph input
 
 
@@ -163,7 +164,12 @@ def _fold_constants(model: onnx.ModelProto, rng: np.random.Generator, where: str
             opset_imports=model.opset_import,
         )
         folding.ir_version = max(model.ir_version, _IR_INITIALIZERS_NOT_INPUTS)
-        session = ort.InferenceSession(folding.SerializeToString(), providers=["CPUExecutionProvider"])
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        options.log_severity_level = _ORT_ERRORS_ONLY
+        session = ort.InferenceSession(
+            folding.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
         values = dict(zip(boundary, session.run(None, {}), strict=True))
     initializers = [init for init in graph.initializer if init.name in used]
     for name, value in values.items():
@@ -275,6 +281,7 @@ def profile_model(
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.enable_profiling = True
+    options.log_severity_level = _ORT_ERRORS_ONLY
     with tempfile.TemporaryDirectory(prefix="partition-profile-") as folder:
         options.profile_file_prefix = os.path.join(folder, "ort")
         try:
