@@ -176,12 +176,12 @@ def _fold_constants(model: onnx.ModelProto, rng: np.random.Generator, where: str
         if helper.np_dtype_to_tensor_dtype(value.dtype) in _FLOAT_TYPES:
             value = (rng.standard_normal(value.shape) * 0.05).astype(value.dtype)
         initializers.append(numpy_helper.from_array(np.asarray(value), name))
-    initializer_names = {init.name for init in initializers}
+    constant_inputs = {init.name for init in graph.initializer} | produced  # old IRs list weights as inputs
     runnable = helper.make_model(
         helper.make_graph(
             live_nodes,
             graph.name or "model",
-            [v for v in graph.input if v.name not in initializer_names and v.name not in produced],
+            [v for v in graph.input if v.name not in constant_inputs],
             list(graph.output),
             initializers,
         ),
