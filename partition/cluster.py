@@ -194,14 +194,17 @@ def bundled_cluster_names() -> list[str]:
     return sorted(p.name.removesuffix(".json") for p in folder.iterdir() if p.name.endswith(".json"))
 
 
-def load_cluster(source: str | Path) -> Cluster:
-    """Load a cluster from a JSON path, or by the name of a bundled example cluster."""
+def load_cluster(source: str | Path, *, catalog: Catalog | None = None) -> Cluster:
+    """Load a cluster from a JSON path, or by the name of a bundled example cluster.
+
+    ``catalog`` replaces the bundled one, e.g. to add device types an imported profile defines.
+    """
     path = Path(source)
     if not path.exists() and str(source) in bundled_cluster_names():
         text = resources.files("partition").joinpath(f"data/clusters/{source}.json").read_text()
-        return parse_cluster(json.loads(text), where=str(source))
+        return parse_cluster(json.loads(text), where=str(source), catalog=catalog)
     if not path.exists():
         raise ClusterError(
             f"{source}: cluster file not found (bundled clusters: {', '.join(bundled_cluster_names())})"
         )
-    return parse_cluster(read_json(path, "cluster"), where=str(path))
+    return parse_cluster(read_json(path, "cluster"), where=str(path), catalog=catalog)

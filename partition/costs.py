@@ -42,17 +42,22 @@ _DEFAULT_EFFICIENCY: dict[OpClass, tuple[float, float]] = {
 
 @dataclass(frozen=True)
 class RooflineModel:
-    """Efficiency factors per op class and a fixed per-op launch overhead (seconds)."""
+    """Efficiency factors per op class and a fixed per-op launch overhead (seconds).
+
+    ``type_efficiency`` overrides the class factors for single op types, where calibration
+    found a kernel far from its class (e.g. onnxruntime's CPU ``LRN``).
+    """
 
     efficiency: Mapping[OpClass, tuple[float, float]] = field(
         default_factory=lambda: dict(_DEFAULT_EFFICIENCY)
     )
     launch_overhead: float = 4e-6
+    type_efficiency: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     def op_time(self, op: Op, device: DeviceType) -> float:
         if op.op_type in device.unsupported_op_types:
             return float("inf")
-        compute_eff, memory_eff = self.efficiency[op.op_class]
+        compute_eff, memory_eff = self.type_efficiency.get(op.op_type) or self.efficiency[op.op_class]
         compute = op.flops / (device.peak(op.dtype) * compute_eff)
         traffic = (op.bytes_read + op.bytes_written) / (device.memory_bandwidth * memory_eff)
         return self.launch_overhead + max(compute, traffic)
@@ -60,17 +65,41 @@ class RooflineModel:
 
 @dataclass(frozen=True, eq=False)
 class CostTable:
-    """``times[v, τ]``: seconds of op ``v`` on device type ``type_names[τ]``, with provenance."""
+    """``times[v, τ]``: seconds of op ``v`` on device type ``type_names[τ]``.
+
+    ``provenance[v, τ]`` says where each time came from, so an instance can mix a measured or
+    imported table for some device types (or some ops) with modelled costs elsewhere.
+    """
 
     type_names: tuple[str, ...]
     times: np.ndarray
-    provenance: tuple[Provenance, ...]
+    provenance: np.ndarray  # Provenance per (op, device type), dtype object; or one per type
 
     def __post_init__(self) -> None:
+        if isinstance(self.provenance, tuple | list):  # one per device type, as before per-op provenance
+            grid = np.empty(self.times.shape, dtype=object)
+            grid[:, :] = np.array(self.provenance, dtype=object)[None, :]
+            object.__setattr__(self, "provenance", grid)
+        if self.provenance.shape != self.times.shape:
+            raise ValueError(f"provenance is {self.provenance.shape}, times are {self.times.shape}")
         self.times.setflags(write=False)
+        self.provenance.setflags(write=False)
 
     def column(self, type_name: str) -> np.ndarray:
         return self.times[:, self.type_names.index(type_name)]
+
+    def column_provenance(self, type_name: str) -> Provenance | None:
+        """The provenance shared by every op on ``type_name``; ``None`` when the column mixes."""
+        values = set(self.provenance[:, self.type_names.index(type_name)])
+        return values.pop() if len(values) == 1 else None
+
+    def with_column(self, type_name: str, times: np.ndarray, provenance: np.ndarray) -> CostTable:
+        """This table with type ``type_name``'s times and provenance replaced."""
+        t = self.type_names.index(type_name)
+        new_times, new_provenance = self.times.copy(), self.provenance.copy()
+        new_times[:, t] = times
+        new_provenance[:, t] = provenance
+        return CostTable(self.type_names, new_times, new_provenance)
 
 
 def roofline_costs(graph: OpGraph, cluster: Cluster, model: RooflineModel | None = None) -> CostTable:

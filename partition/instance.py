@@ -23,6 +23,7 @@ from .jsonio import read_json
 
 INSTANCE_SCHEMA = "partition.instance"
 INSTANCE_VERSION = 1
+_MIXED = "mixed"
 
 
 class CommMode(Enum):
@@ -115,7 +116,7 @@ class Instance:
             "cluster": self.cluster.to_json(),
             "costs": {
                 "device_types": list(self.costs.type_names),
-                "provenance": [p.value for p in self.costs.provenance],
+                **_provenance_json(self.costs),
                 "times": {
                     name: [float(x) for x in self.costs.times[:, t]]
                     for t, name in enumerate(self.costs.type_names)
@@ -130,6 +131,45 @@ class Instance:
                 "mode": self.options.mode,
             },
         }
+
+
+def _provenance_json(costs: CostTable) -> dict[str, Any]:
+    """Per-type provenance (``"mixed"`` where a column mixes), per-op lists for mixed types.
+
+    Version-1 readers that predate per-op provenance read uniform columns unchanged.
+    """
+    shared = {name: costs.column_provenance(name) for name in costs.type_names}
+    document: dict[str, Any] = {
+        "provenance": [_MIXED if p is None else p.value for p in shared.values()],
+    }
+    mixed = {
+        name: [p.value for p in costs.provenance[:, t]]
+        for t, name in enumerate(costs.type_names)
+        if shared[name] is None
+    }
+    if mixed:
+        document["op_provenance"] = mixed
+    return document
+
+
+def _provenance_grid(
+    c: Mapping[str, Any], type_names: tuple[str, ...], num_ops: int, where: str
+) -> np.ndarray:
+    listed = dict(zip(c["device_types"], c.get("provenance", ()), strict=False))
+    per_op = c.get("op_provenance", {})
+    grid = np.empty((num_ops, len(type_names)), dtype=object)
+    for t, name in enumerate(type_names):
+        if name in per_op:
+            if len(per_op[name]) != num_ops:
+                raise InputError(
+                    f"{where}: {len(per_op[name])} provenance entries for {name!r}, expected {num_ops}"
+                )
+            grid[:, t] = [Provenance(p) for p in per_op[name]]
+        elif listed.get(name, "roofline") == _MIXED:
+            raise InputError(f"{where}: provenance of {name!r} is 'mixed' but op_provenance lacks it")
+        else:
+            grid[:, t] = Provenance(listed.get(name, "roofline"))
+    return grid
 
 
 def _op_json(op: Op) -> dict[str, Any]:
@@ -226,7 +266,6 @@ def parse_instance(document: Any, *, where: str = "instance") -> Instance:
         graph = OpGraph(str(g.get("name", document.get("name", "graph"))), ops, tensors, weights)
         cluster = parse_cluster(document["cluster"], where=f"{where}: cluster")
         c = document["costs"]
-        type_names = tuple(c["device_types"])
         missing = [t for t in cluster.type_names if t not in c["times"]]
         if missing:
             raise InputError(f"{where}: no costs for device type {missing[0]!r}")
@@ -236,11 +275,10 @@ def parse_instance(document: Any, *, where: str = "instance") -> Instance:
             if len(column) != len(ops):
                 raise InputError(f"{where}: {len(column)} costs for {t!r}, expected {len(ops)}")
             columns.append([_number(x, f"cost of op {ops[i].id!r} on {t!r}") for i, x in enumerate(column)])
-        provenance = dict(zip(type_names, c.get("provenance", ["roofline"] * len(type_names)), strict=False))
         costs = CostTable(
             cluster.type_names,
             np.array(columns, dtype=float).T.reshape(len(ops), len(cluster.type_names)),
-            tuple(Provenance(provenance.get(t, "roofline")) for t in cluster.type_names),
+            _provenance_grid(c, cluster.type_names, len(ops), where),
         )
         o = document["options"]
         options = Options(

@@ -7,6 +7,7 @@ figure in it comes from the evaluator.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +29,7 @@ def _stage_rows(instance: Instance, placement: Placement, evaluation: Evaluation
                 "device_type": instance.cluster.devices[device].type,
                 "num_ops": len(members[s]),
                 "ops": members[s],
+                "cost_provenance": _provenance_counts(instance, placement, s, device),
                 "compute_s": figures.compute,
                 "send_s": figures.send,
                 "recv_s": figures.recv,
@@ -39,6 +41,13 @@ def _stage_rows(instance: Instance, placement: Placement, evaluation: Evaluation
             }
         )
     return rows
+
+
+def _provenance_counts(instance: Instance, placement: Placement, stage: int, device: int) -> dict[str, int]:
+    """How many of the stage's op times on its device type were measured, imported or modelled."""
+    column = instance.costs.provenance[:, instance.cluster.type_index[device]]
+    ops = [v for v, s in enumerate(placement.stage_of) if s == stage]
+    return dict(Counter(column[v].value for v in ops))
 
 
 def result_json(instance: Instance, result: Result) -> dict[str, Any]:

@@ -11,9 +11,9 @@ import logging
 import sys
 
 from ..errors import PartitionError
-from . import evaluate_cmd, inspect_cmd, instance_cmd, solve_cmd
+from . import calibrate_cmd, evaluate_cmd, import_cmd, inspect_cmd, instance_cmd, profile_cmd, solve_cmd
 
-_VERBS = (solve_cmd, evaluate_cmd, inspect_cmd, instance_cmd)
+_VERBS = (solve_cmd, evaluate_cmd, inspect_cmd, instance_cmd, import_cmd, profile_cmd, calibrate_cmd)
 EXIT_ERROR = 2
 
 
