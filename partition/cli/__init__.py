@@ -11,9 +11,9 @@ import logging
 import sys
 
 from ..errors import PartitionError
-from . import evaluate_cmd, inspect_cmd, instance_cmd, solve_cmd
+from . import bench_cmd, evaluate_cmd, inspect_cmd, instance_cmd, solve_cmd
 
-_VERBS = (solve_cmd, evaluate_cmd, inspect_cmd, instance_cmd)
+_VERBS = (solve_cmd, evaluate_cmd, inspect_cmd, instance_cmd, bench_cmd)
 EXIT_ERROR = 2
 
 

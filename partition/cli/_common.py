@@ -65,7 +65,7 @@ def load_problem(args: argparse.Namespace, *, default_stages: int | None = None)
     """An instance from ``args.source``: an instance file, or an ONNX model with ``--cluster``."""
     source = Path(args.source)
     stages = args.stages if args.stages is not None else default_stages
-    if source.suffix == ".json":
+    if source.name.endswith((".json", ".json.gz")):
         if args.cluster:
             raise InputError("--cluster applies to ONNX models; an instance file holds its own cluster")
         instance = load_instance(source)
