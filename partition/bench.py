@@ -208,9 +208,10 @@ def run_job(instance: Instance, solver: str, time_limit: float) -> Row:
     """Solve in this process with a hard stop; every failure becomes a row, not an exception."""
     limit = hard_limit(time_limit)
     cpu = math.ceil(limit) + 5
-    soft_cpu, hard_cpu = resource.getrlimit(resource.RLIMIT_CPU)
-    if hard_cpu == resource.RLIM_INFINITY or hard_cpu > cpu:
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, hard_cpu))
+    _, hard_cpu = resource.getrlimit(resource.RLIMIT_CPU)
+    resource.setrlimit(
+        resource.RLIMIT_CPU, (cpu if hard_cpu == resource.RLIM_INFINITY else min(cpu, hard_cpu), hard_cpu)
+    )
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, limit)
     started = time.perf_counter()

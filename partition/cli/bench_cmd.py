@@ -68,8 +68,11 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         progress=not args.quiet,
         command=shlex.join(
-            ["partition", "bench", *map(str, sources), "--solvers", ",".join(solvers)]
-            + ["--time-limit", f"{args.time_limit:g}", "--jobs", str(args.jobs)]
+            [
+                *("partition", "bench", *map(str, sources)),
+                *("--solvers", ",".join(solvers), "--time-limit", f"{args.time_limit:g}"),
+                *("--jobs", str(args.jobs)),
+            ]
         ),
     )
     paths = bench.write(results, args.output, force=args.force)
