@@ -41,8 +41,8 @@ def dumps(document: Any) -> str:
     return json.dumps(_canonical(document), sort_keys=True, indent=1) + "\n"
 
 
-def write_atomic(path: str | Path, text: str, *, overwrite: bool = False) -> None:
-    """Write ``text`` to ``path`` atomically; refuse to replace an existing file unless asked."""
+def write_atomic(path: str | Path, text: str | bytes, *, overwrite: bool = False) -> None:
+    """Write ``text`` (or raw bytes) to ``path`` atomically; refuse to replace a file unless asked."""
     target = Path(path)
     if target.exists() and not overwrite:
         raise InputError(f"{target}: file exists (use --force to overwrite)")
@@ -51,7 +51,7 @@ def write_atomic(path: str | Path, text: str, *, overwrite: bool = False) -> Non
         raise InputError(f"{target}: directory {directory} does not exist")
     handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
     try:
-        data = text.encode("utf-8")
+        data = text.encode("utf-8") if isinstance(text, str) else text
         with os.fdopen(handle, "wb") as stream:
             stream.write(gzip.compress(data, mtime=0) if target.suffix == ".gz" else data)
             stream.flush()

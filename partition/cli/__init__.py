@@ -11,9 +11,9 @@ import logging
 import sys
 
 from ..errors import PartitionError
-from . import bench_cmd, evaluate_cmd, inspect_cmd, instance_cmd, solve_cmd
+from . import bench_cmd, compare_cmd, evaluate_cmd, inspect_cmd, instance_cmd, show_cmd, solve_cmd
 
-_VERBS = (solve_cmd, evaluate_cmd, inspect_cmd, instance_cmd, bench_cmd)
+_VERBS = (solve_cmd, evaluate_cmd, inspect_cmd, instance_cmd, bench_cmd, show_cmd, compare_cmd)
 EXIT_ERROR = 2
 
 
