@@ -15,17 +15,15 @@ from partition.jsonio import dumps, write_atomic
 from partition.placement_view import view_of
 from partition.schedule import COMPUTE, simulate
 
-HOSTS = [
-    {"devices": {"A100-80GB": 2}, "intra_link": "nvlink3"},
-    {"devices": {"L4": 2}, "intra_link": "pcie4"},
-]
+HOSTS = [{"devices": {"H100-SXM": 2, "A100-80GB": 2}, "intra_link": "nvlink4"}]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture
 def solved(tmp_path: Path) -> tuple[partition.Instance, Path, Path]:
-    instance = random_dag_instance(3, 9, hosts=HOSTS, stages=3)
+    instance = random_dag_instance(1, 12, hosts=HOSTS, stages=3, edge_probability=0.15)
     result = partition.solve(instance, "order-dp")
+    assert result.placement.num_stages == 3  # a picture worth drawing: 3 stages, 2 device types
     instance_path, placement_path = tmp_path / "inst.json.gz", tmp_path / "placement.json"
     write_atomic(instance_path, dumps(instance.to_json()))
     write_atomic(placement_path, dumps(partition.result_json(instance, result)))
