@@ -53,6 +53,7 @@ BENCH_VERSION = 1
 BASELINE_PREFIXES = ("uniform", "balanced", "single")
 ERROR = "error"
 TIMEOUT = "timeout"
+REFUSED = "refused"  # the solver declined the instance (outside its scope, e.g. too many ops)
 OUTPUT_FILES = ("results.csv", "results.json", "summary.md")
 _TOLERANCE = 1e-6
 _INSTANCE_SUFFIXES = (".json", ".json.gz")
@@ -77,7 +78,7 @@ class Row:
     device_types: int
     stages: int
     solver: str
-    status: str  # a Status value, "timeout" or "error"
+    status: str  # a Status value, "timeout", "refused" or "error"
     bottleneck_s: float | None
     lower_bound_s: float | None
     solve_time_s: float
@@ -105,6 +106,7 @@ class SolverSummary:
     within_1pct: int
     within_5pct: int
     errors: int
+    refused: int
     geomean_ratio_to_best: float | None
     vs_baselines: dict[str, tuple[float | None, int]]  # baseline -> (geomean ratio, instances)
     mean_solve_time_s: float
@@ -222,6 +224,8 @@ def run_job(instance: Instance, solver: str, time_limit: float) -> Row:
         elapsed = result.wall_time
     except _HardTimeout:
         status, error = TIMEOUT, f"stopped at the hard limit of {limit:.0f} s"
+    except SolverError as failure:
+        status, error = REFUSED, str(failure)
     except PartitionError as failure:
         error = str(failure)
     except Exception as failure:  # a solver bug must not stop the benchmark
@@ -229,7 +233,7 @@ def run_job(instance: Instance, solver: str, time_limit: float) -> Row:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-    if status in (ERROR, TIMEOUT):
+    if status in (ERROR, TIMEOUT, REFUSED):
         elapsed = time.perf_counter() - started
     return _row(instance, solver, status, bottleneck, bound, elapsed, _peak_rss_mb(), error)
 
@@ -423,6 +427,7 @@ def score(
                     s.gap_to_best_bound is not None and s.gap_to_best_bound <= 0.05 for s in mine
                 ),
                 errors=sum(s.row.status in (ERROR, TIMEOUT) for s in mine),
+                refused=sum(s.row.status == REFUSED for s in mine),
                 geomean_ratio_to_best=_geomean([s.ratio_to_best for s in solved if s.ratio_to_best]),
                 vs_baselines=versus,
                 mean_solve_time_s=sum(s.row.solve_time_s for s in mine) / len(mine) if mine else 0.0,
@@ -558,6 +563,7 @@ def summary_markdown(results: BenchResults) -> str:
         *(f"vs {b}" for b in baselines),
         "mean time s",
         "peak MB",
+        "refused",
         "errors",
     ]
     out += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -572,6 +578,7 @@ def summary_markdown(results: BenchResults) -> str:
             *(_ratio(*s.vs_baselines[b]) for b in baselines),
             f"{s.mean_solve_time_s:.2f}",
             "—" if s.max_peak_rss_mb is None else f"{s.max_peak_rss_mb:.0f}",
+            str(s.refused),
             str(s.errors),
         ]
         out.append("| " + " | ".join(cells) + " |")
@@ -581,7 +588,8 @@ def summary_markdown(results: BenchResults) -> str:
         "",
         "## Per instance",
         "",
-        "Bottleneck in ms; `*` proven optimal, `!` timeout or error, `—` no placement. Best bound:"
+        "Bottleneck in ms; `*` proven optimal, `!` timeout or error, `—` no placement (`refused`:"
+        " outside the solver's scope). Best bound:"
         " the largest lower bound any solver proved.",
         "",
         "| instance | ops | k | best bound ms | " + " | ".join(f"`{s}`" for s in solvers) + " |",
@@ -595,11 +603,20 @@ def summary_markdown(results: BenchResults) -> str:
             mark = "*" if r.status == "optimal" else "!" if r.status in (ERROR, TIMEOUT) else ""
             cells.append(_ms(r.bottleneck_s) + mark)
         out.append("| " + " | ".join(cells) + " |")
-    problems = [s.row for s in results.scored if s.row.error]
-    if problems or results.warnings:
+    problems = [s.row for s in results.scored if s.row.error and s.row.status != REFUSED]
+    refusals = [s for s in results.solvers if s.refused]
+    if problems or refusals or results.warnings:
         out += ["", "## Errors and warnings", ""]
         out += [f"- {w}" for w in results.warnings]
         out += [f"- `{r.solver}` on {r.instance}: {r.status}: {r.error}" for r in problems]
+        for summary in refusals:
+            first = next(
+                s.row for s in results.scored if s.row.solver == summary.solver and s.row.status == REFUSED
+            )
+            out.append(
+                f"- `{summary.solver}` refused {summary.refused} instances,"
+                f" e.g. {first.instance}: {first.error}"
+            )
     return "\n".join(out) + "\n"
 
 

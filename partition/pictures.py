@@ -25,6 +25,8 @@ from .schedule import COMPUTE, RECV, SEND, simulate
 
 # Colour-blind-safe palette (Okabe–Ito), then greys: device types in order of appearance.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999")
+# Micro-batches in the timeline: ColorBrewer Pastel1, distinct from the device-type colours.
+MICRO_BATCH_PALETTE = ("#FBB4AE", "#B3CDE3", "#CCEBC5", "#DECBE4", "#FED9A6", "#FFFFCC", "#E5D8BD", "#FDDAEC")
 _HATCH = {RECV: "..", SEND: "//"}
 
 
@@ -100,7 +102,7 @@ def render_png(view: PlacementView, *, micro_batches: int = 4, dpi: int = 100) -
     memory.set_title("memory used (bars) vs capacity (black lines)", fontsize=10)
 
     schedule = simulate(view, micro_batches)
-    mb_colours = [PALETTE[(m + 1) % len(PALETTE)] for m in range(micro_batches)]
+    mb_colours = [MICRO_BATCH_PALETTE[m % len(MICRO_BATCH_PALETTE)] for m in range(micro_batches)]
     for segment in schedule:
         lane = len(stages) - 1 - segment.stage
         if not view.overlap:

@@ -162,3 +162,16 @@ def test_bad_arguments_are_one_clear_line(tmp_path: Path, capsys) -> None:
     write_atomic(tmp_path / "inst" / "copy.json", (tmp_path / "inst" / "a.json").read_text())
     assert main(["bench", str(tmp_path / "inst"), "-o", str(tmp_path / "o")]) == 2
     assert "two instances are named" in capsys.readouterr().err
+
+
+class _Tiny(_Failing):
+    name = "tiny"
+    capabilities = Capabilities(scope=Scope.HEURISTIC, max_ops=2)
+
+
+def test_a_solver_outside_its_scope_refuses(monkeypatch) -> None:
+    monkeypatch.setitem(_REGISTRY, "tiny", _Tiny)
+    row = bench.run_job(random_dag_instance(1, 5, hosts=HOSTS, stages=2), "tiny", 1.0)
+    assert row.status == "refused" and "at most 2 ops" in row.error
+    summary = bench.summary_markdown(bench.score([row]))
+    assert "`tiny` refused 1 instances" in summary

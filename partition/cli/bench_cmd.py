@@ -12,19 +12,21 @@ from .. import bench
 from ..errors import InputError
 from ..solvers import solver_names
 
-DEFAULT_INSTANCES = Path("instances")
+DEFAULT_INSTANCES = Path("instances/v1")
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
     parser = verbs.add_parser(
-        "bench", help="benchmark solvers over instance files; write tables and a summary"
+        "bench",
+        help="benchmark solvers over instance files; write tables and a summary",
+        fromfile_prefix_chars="@",
     )
     parser.add_argument(
         "instances",
         nargs="*",
         metavar="INSTANCE",
-        help="instance files (.json or .json.gz), directories (searched recursively) or glob"
-        f" patterns (default: ./{DEFAULT_INSTANCES}/)",
+        help="instance files (.json or .json.gz), directories (searched recursively), glob"
+        f" patterns, or @LIST (a file of such arguments, one a line) (default: ./{DEFAULT_INSTANCES}/)",
     )
     parser.add_argument(
         "--solvers",
@@ -59,19 +61,21 @@ def run(args: argparse.Namespace) -> int:
     if not args.instances and not DEFAULT_INSTANCES.is_dir():
         raise InputError(f"no instances given and ./{DEFAULT_INSTANCES}/ does not exist")
     solvers = bench.check_solvers(args.solvers.split(",") if args.solvers else solver_names())
-    bench.check_outputs(args.output, args.force)
     entries = bench.collect(sources)
+    bench.check_outputs(args.output, args.force)
     results = bench.run(
         entries,
         solvers,
         time_limit=args.time_limit,
         jobs=args.jobs,
         progress=not args.quiet,
-        command=shlex.join(
+        command=" ".join(
             [
-                *("partition", "bench", *map(str, sources)),
-                *("--solvers", ",".join(solvers), "--time-limit", f"{args.time_limit:g}"),
-                *("--jobs", str(args.jobs)),
+                "partition bench",
+                shlex.join(map(str, sources))
+                if len(sources) <= 4
+                else f"<{len(sources)} sources: see results.json>",
+                f"--solvers {','.join(solvers)} --time-limit {args.time_limit:g} --jobs {args.jobs}",
             ]
         ),
     )
