@@ -188,8 +188,8 @@ def check_solvers(names: Sequence[str]) -> list[str]:
 # ---------------------------------------------------------------- running one job
 
 
-class _HardTimeout(Exception):
-    pass
+class _HardTimeout(BaseException):
+    """Raised by the alarm; a BaseException so that a solver's ``except Exception`` cannot swallow it."""
 
 
 def _on_alarm(signum: int, frame: Any) -> None:
@@ -209,8 +209,10 @@ def _peak_rss_mb() -> float:
 def run_job(instance: Instance, solver: str, time_limit: float) -> Row:
     """Solve in this process with a hard stop; every failure becomes a row, not an exception."""
     limit = hard_limit(time_limit)
-    cpu = math.ceil(limit) + 5
-    _, hard_cpu = resource.getrlimit(resource.RLIMIT_CPU)
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = math.ceil(used.ru_utime + used.ru_stime + limit) + 5  # the limit counts the process's CPU time
+    cpu_limits = resource.getrlimit(resource.RLIMIT_CPU)
+    hard_cpu = cpu_limits[1]
     resource.setrlimit(
         resource.RLIMIT_CPU, (cpu if hard_cpu == resource.RLIM_INFINITY else min(cpu, hard_cpu), hard_cpu)
     )
@@ -233,6 +235,7 @@ def run_job(instance: Instance, solver: str, time_limit: float) -> Row:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        resource.setrlimit(resource.RLIMIT_CPU, cpu_limits)
     if status in (ERROR, TIMEOUT, REFUSED):
         elapsed = time.perf_counter() - started
     return _row(instance, solver, status, bottleneck, bound, elapsed, _peak_rss_mb(), error)

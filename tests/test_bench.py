@@ -7,6 +7,7 @@ import json
 import math
 import multiprocessing
 import os
+import resource
 import signal
 import time
 from pathlib import Path
@@ -175,3 +176,11 @@ def test_a_solver_outside_its_scope_refuses(monkeypatch) -> None:
     assert row.status == "refused" and "at most 2 ops" in row.error
     summary = bench.summary_markdown(bench.score([row]))
     assert "`tiny` refused 1 instances" in summary
+
+
+def test_run_job_leaves_the_calling_process_as_it_found_it() -> None:
+    limits, handler = resource.getrlimit(resource.RLIMIT_CPU), signal.getsignal(signal.SIGALRM)
+    row = bench.run_job(random_dag_instance(1, 5, hosts=HOSTS, stages=2), "order-dp", 1.0)
+    assert row.status in ("optimal", "feasible") and row.bottleneck_s > 0
+    assert resource.getrlimit(resource.RLIMIT_CPU) == limits and signal.getsignal(signal.SIGALRM) is handler
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
