@@ -36,10 +36,14 @@ LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
 
 def models() -> list[tuple[str, Path, str]]:
-    """(short name, path, provenance) of every model in the set, bundled ones first."""
+    """(short name, path, provenance) of every model in the set, bundled ones first.
+
+    Bundled models are named ``light-*`` so they never clash with an export of the same
+    architecture in ``models/`` (e.g. ``light-resnet50`` and ``resnet50``).
+    """
     found = []
     for path in sorted(LIGHT.glob("light_*.onnx")):
-        short = path.stem.removeprefix("light_").removeprefix("bvlc_")
+        short = "light-" + path.stem.removeprefix("light_").removeprefix("bvlc_")
         found.append(
             (
                 short,
@@ -87,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     target = ROOT / "instances" / SET_VERSION
     target.mkdir(exist_ok=True)
     wanted = instances()
+    names = [name for name, _ in wanted]
+    if len(set(names)) != len(names):
+        clash = next(n for n in names if names.count(n) > 1)
+        raise SystemExit(f"two models give the instance name {clash!r}: rename one of them")
     stale = 0
     for file_name, instance in wanted:
         text = dumps(instance.to_json())

@@ -1,4 +1,4 @@
-"""Reading placement files back, shared by ``evaluate``, ``show`` and ``compare``."""
+"""Reading placement files back for ``show`` and ``compare``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ..instance import Instance
 from ..jsonio import read_json
 from ..placement_view import PlacementView, reevaluate, view_of
 from ..report import result_json
-from ._common import load_problem
+from ._common import add_problem, load_problem
 
 
 def adopt_recorded_options(args: argparse.Namespace, document: Any) -> None:
@@ -31,16 +31,14 @@ def add_instance_source(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", metavar="C.json|NAME", help="cluster, with an ONNX model as --instance")
 
 
-def load_placement(
-    path: str, source: str | None, cluster: str | None
-) -> tuple[PlacementView, Instance | None]:
+def load_view(path: str, source: str | None, cluster: str | None) -> tuple[PlacementView, Instance | None]:
     """The placement file as a view, re-evaluated on the instance when one is given."""
     document = read_json(path, "placement")
     if source is None:
         return view_of(document, path), None
-    args = argparse.Namespace(
-        source=source, cluster=cluster, stages=None, exact_stages=False, comm_mode=None, overlap=False, dim=[]
-    )
+    parser = argparse.ArgumentParser(add_help=False)  # every option of the shared problem parser
+    add_problem(parser, stages_required=False)
+    args = parser.parse_args([source, *(["--cluster", cluster] if cluster else [])])
     adopt_recorded_options(args, document)
     args.exact_stages = bool(document.get("instance", {}).get("exact_stages"))
     instance = load_problem(args, default_stages=1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..compare import check_same_instance, comparison
-from ._placements import add_instance_source, load_placement
+from ._placements import add_instance_source, load_view
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -17,8 +17,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    a, _ = load_placement(args.a, args.instance, args.cluster)
-    b, _ = load_placement(args.b, args.instance, args.cluster)
+    a, _ = load_view(args.a, args.instance, args.cluster)
+    b, _ = load_view(args.b, args.instance, args.cluster)
     check_same_instance(a, b)
     print(comparison(a, b))
     return 0

@@ -6,11 +6,11 @@ import argparse
 import sys
 
 from ..errors import InputError
+from ..evaluate import evaluate
 from ..jsonio import read_json
-from ..placement_view import reevaluate
-from ..report import result_json, stage_table
+from ..placement import Result, Status
+from ..report import placement_from_json, result_json, stage_table
 from ._common import add_output, add_problem, add_quiet, emit, load_problem
-from ._placements import adopt_recorded_options
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -24,10 +24,32 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     document = read_json(args.placement, "placement")
-    adopt_recorded_options(args, document)
+    recorded = document.get("instance", {}) if isinstance(document, dict) else {}
+    if args.stages is None and isinstance(recorded.get("stages"), int):
+        args.stages = recorded["stages"]
+    if args.comm_mode is None and recorded.get("comm_mode"):
+        args.comm_mode = recorded["comm_mode"]
+    args.overlap = args.overlap or bool(recorded.get("overlap"))
     instance = load_problem(args, default_stages=1)
-    result = reevaluate(instance, document, args.placement)
-    evaluation = result.evaluation
+    placement = placement_from_json(instance, document, where=args.placement)
+    evaluation = evaluate(instance, placement)
+    if not evaluation.valid:
+        raise InputError(
+            f"{args.placement}: invalid placement: {evaluation.violations[0]}"
+            + (f" (and {len(evaluation.violations) - 1} more)" if len(evaluation.violations) > 1 else "")
+        )
+    bound = float(document.get("lower_bound_s") or 0.0)
+    result = Result(
+        instance.name,
+        Status(document.get("status", "feasible")),
+        str(document.get("solver", {}).get("name", "unknown")),
+        {},
+        0.0,
+        bound,
+        placement,
+        evaluation,
+        ("re-evaluated by the independent evaluator",),
+    )
     if not args.quiet:
         print(stage_table(instance, result), file=sys.stderr)
     if args.output:
@@ -40,5 +62,5 @@ def run(args: argparse.Namespace) -> int:
             f"{args.placement}: recorded bottleneck {recorded_bottleneck:.6g} s differs from"
             f" the evaluator's {evaluation.bottleneck:.6g} s"
         )
-    print(f"valid: {result.placement.num_stages} stages, bottleneck {evaluation.bottleneck:.6g} s")
+    print(f"valid: {placement.num_stages} stages, bottleneck {evaluation.bottleneck:.6g} s")
     return 0

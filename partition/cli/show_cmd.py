@@ -11,7 +11,7 @@ from ..pictures import op_graph_dot, render_png
 from ..report import placement_from_json
 from ..schedule import chrome_trace, simulate
 from ._common import add_quiet
-from ._placements import add_instance_source, load_placement
+from ._placements import add_instance_source, load_view
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     for path in (output, args.dot, args.trace):
         if path and Path(path).exists() and not args.force:
             raise InputError(f"{path}: file exists (use --force to overwrite)")
-    view, instance = load_placement(args.placement, args.instance, args.cluster)
+    view, instance = load_view(args.placement, args.instance, args.cluster)
     written = []
     write_atomic(output, render_png(view, micro_batches=args.micro_batches), overwrite=args.force)
     written.append(output)
