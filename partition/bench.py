@@ -544,16 +544,24 @@ def summary_markdown(results: BenchResults) -> str:
         out.append(
             f"- Machine: {host['cpu']}, {host['cores']} cores, {host['platform']}, Python {host['python']}"
         )
-    num_instances = len({s.row.instance for s in results.scored})
+    firsts = list({s.row.instance: s for s in results.scored}.values())
+    closed = sum(
+        s.best_found_s is not None
+        and s.best_bound_s is not None
+        and s.best_found_s <= s.best_bound_s * (1 + _TOLERANCE)
+        for s in firsts
+    )
     out += [
-        f"- {num_instances} instances × {len(results.solvers)} solvers",
+        f"- {len(firsts)} instances × {len(results.solvers)} solvers; {closed} instances closed"
+        " (best placement found = best lower bound proved, by any solvers)",
         "",
         "## Per solver",
         "",
         "*Ratio to best*: geometric mean over solved instances of bottleneck / best found by any solver."
         " *vs X*: geometric mean of bottleneck / X's bottleneck over instances both solved (below 1"
         " is better than X). *Within p%*: bottleneck ≤ (1 + p%) × best lower bound of the run."
-        " *Optimal*: proven by the solver itself.",
+        " *Optimal*: proven by the solver itself. *Peak MB*: largest resident memory of the"
+        " solver's worker process (the interpreter and libraries included).",
         "",
     ]
     header = [

@@ -107,7 +107,8 @@ def test_geometric_means_hand_checked() -> None:
     assert by["uniform"].solved == 2 and by["order-dp"].solved == 3
     gaps = {(s.row.instance, s.row.solver): s.gap_to_best_bound for s in results.scored}
     assert gaps[("i2", "uniform")] == pytest.approx(2.0 / 1.9 - 1)
-    assert "vs uniform" in bench.summary_markdown(results)
+    summary = bench.summary_markdown(results)
+    assert "vs uniform" in summary and "2 instances closed" in summary
     assert not results.warnings
 
 
