@@ -31,8 +31,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The standard subset (instances/standard.txt: 26 instances over all 7 clusters) with every
+# registered solver; sized for < 20 minutes on 2 cores. Writes bench-results/summary.md.
+BENCH_TIME_LIMIT ?= 10
 bench: $(STAMP)
-	@echo "make bench: the benchmark suite lands with the benchmark issue; nothing to run yet."
+	$(BIN)/partition bench @instances/standard.txt --time-limit $(BENCH_TIME_LIMIT) --jobs 2 -o bench-results --force
 
 clean:
-	rm -rf $(VENV) demo-placement.json
+	rm -rf $(VENV) demo-placement.json bench-results

@@ -2,11 +2,14 @@
 
 Canonical output (sorted keys, floats rounded to 12 significant digits) makes the same result
 byte-for-byte identical across runs; atomic writes (temporary file + ``os.replace``) mean an
-interrupted run leaves either the old file or a whole new one.
+interrupted run leaves either the old file or a whole new one. A path ending in ``.gz`` is
+gzip-compressed on write and decompressed on read (with a fixed timestamp, so compressed files
+are reproducible too): committed instance sets stay small.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -38,8 +41,8 @@ def dumps(document: Any) -> str:
     return json.dumps(_canonical(document), sort_keys=True, indent=1) + "\n"
 
 
-def write_atomic(path: str | Path, text: str, *, overwrite: bool = False) -> None:
-    """Write ``text`` to ``path`` atomically; refuse to replace an existing file unless asked."""
+def write_atomic(path: str | Path, text: str | bytes, *, overwrite: bool = False) -> None:
+    """Write ``text`` (or raw bytes) to ``path`` atomically; refuse to replace a file unless asked."""
     target = Path(path)
     if target.exists() and not overwrite:
         raise InputError(f"{target}: file exists (use --force to overwrite)")
@@ -48,8 +51,9 @@ def write_atomic(path: str | Path, text: str, *, overwrite: bool = False) -> Non
         raise InputError(f"{target}: directory {directory} does not exist")
     handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
+        data = text.encode("utf-8") if isinstance(text, str) else text
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(gzip.compress(data, mtime=0) if target.suffix == ".gz" else data)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temporary, target)
@@ -64,6 +68,7 @@ def read_json(path: str | Path, what: str) -> Any:
     if not source.is_file():
         raise InputError(f"{source}: {what} file not found")
     try:
-        return json.loads(source.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        data = source.read_bytes()
+        return json.loads(gzip.decompress(data) if source.suffix == ".gz" else data)
+    except (UnicodeDecodeError, json.JSONDecodeError, gzip.BadGzipFile, EOFError) as error:
         raise InputError(f"{source}: not a valid JSON {what} file ({error})") from None

@@ -11,9 +11,31 @@ import logging
 import sys
 
 from ..errors import PartitionError
-from . import calibrate_cmd, evaluate_cmd, import_cmd, inspect_cmd, instance_cmd, profile_cmd, solve_cmd
+from . import (
+    bench_cmd,
+    calibrate_cmd,
+    compare_cmd,
+    evaluate_cmd,
+    import_cmd,
+    inspect_cmd,
+    instance_cmd,
+    profile_cmd,
+    show_cmd,
+    solve_cmd,
+)
 
-_VERBS = (solve_cmd, evaluate_cmd, inspect_cmd, instance_cmd, import_cmd, profile_cmd, calibrate_cmd)
+_VERBS = (
+    solve_cmd,
+    evaluate_cmd,
+    inspect_cmd,
+    instance_cmd,
+    import_cmd,
+    profile_cmd,
+    calibrate_cmd,
+    bench_cmd,
+    show_cmd,
+    compare_cmd,
+)
 EXIT_ERROR = 2
 
 

@@ -97,7 +97,7 @@ def _load_problem(
 ) -> Instance:
     source = Path(args.source)
     stages = args.stages if args.stages is not None else default_stages
-    if source.suffix == ".json":
+    if source.name.endswith((".json", ".json.gz")):
         if args.cluster:
             raise InputError("--cluster applies to ONNX models; an instance file holds its own cluster")
         instance = load_instance(source)

@@ -1,0 +1,45 @@
+"""Reading placement files back for ``show`` and ``compare``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..instance import Instance
+from ..jsonio import read_json
+from ..placement_view import PlacementView, reevaluate, view_of
+from ..report import result_json
+from ._common import add_problem, load_problem
+
+
+def adopt_recorded_options(args: argparse.Namespace, document: Any) -> None:
+    """Take stages, communication mode and overlap from the placement unless given."""
+    recorded = document.get("instance", {}) if isinstance(document, dict) else {}
+    if args.stages is None and isinstance(recorded.get("stages"), int):
+        args.stages = recorded["stages"]
+    if args.comm_mode is None and recorded.get("comm_mode"):
+        args.comm_mode = recorded["comm_mode"]
+    args.overlap = args.overlap or bool(recorded.get("overlap"))
+
+
+def add_instance_source(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--instance",
+        metavar="INSTANCE.json|MODEL.onnx",
+        help="re-evaluate on this instance (an ONNX model needs --cluster) instead of trusting the file",
+    )
+    parser.add_argument("--cluster", metavar="C.json|NAME", help="cluster, with an ONNX model as --instance")
+
+
+def load_view(path: str, source: str | None, cluster: str | None) -> tuple[PlacementView, Instance | None]:
+    """The placement file as a view, re-evaluated on the instance when one is given."""
+    document = read_json(path, "placement")
+    if source is None:
+        return view_of(document, path), None
+    parser = argparse.ArgumentParser(add_help=False)  # every option of the shared problem parser
+    add_problem(parser, stages_required=False)
+    args = parser.parse_args([source, *(["--cluster", cluster] if cluster else [])])
+    adopt_recorded_options(args, document)
+    args.exact_stages = bool(document.get("instance", {}).get("exact_stages"))
+    instance = load_problem(args, default_stages=1)
+    return view_of(result_json(instance, reevaluate(instance, document, path)), path), instance
