@@ -5,9 +5,10 @@ from __future__ import annotations
 from ..errors import SolverError
 from .base import Capabilities, Outcome, Scope, Settings, Solver
 from .brute_force import BruteForce
+from .ideal_dp import IdealDP
 from .order_dp import OrderDP
 
-_REGISTRY: dict[str, type[Solver]] = {cls.name: cls for cls in (OrderDP, BruteForce)}
+_REGISTRY: dict[str, type[Solver]] = {cls.name: cls for cls in (OrderDP, BruteForce, IdealDP)}
 
 
 def solver_names() -> list[str]:

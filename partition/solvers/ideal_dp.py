@@ -1,0 +1,560 @@
+"""Exact DP over the ideals (downsets) of the DAG, with heterogeneous device types.
+
+After Tarnawski et al., "Efficient algorithms for device placement of DNN graph operators"
+(NeurIPS 2020). Every placement is a chain of ideals ``∅ = I_0 ⊂ I_1 ⊂ … ⊂ I_m = V`` (stage
+``s`` is ``I_s \\ I_{s-1}``), so with ``c`` the vector of how many devices of each type the
+stages so far use, and ``cost_τ(I, J)`` the time of stage ``J \\ I`` on a device of type ``τ``:
+
+    F(J, c + e_τ) = min_{I ⊂ J} max( F(I, c), cost_τ(I, J) ),   F(∅, 0) = 0,
+
+subject to ``c_τ ≤`` (devices of type ``τ``) and ``|c| ≤ k``; the optimum is ``min F(V, c)``
+over ``|c| ≤ k`` (``= k`` with exact stages). A second pass with sums in place of maxima and
+every stage capped at the optimum breaks ties by the smaller sum of stage times, then by fewer
+stages (the formulation's tie rule). Colocation groups, and every op on a path between two
+members of a group, are contracted into single units before ideals are enumerated.
+
+**What is exact.** Compute, op support and memory (weights used, bytes sent and received,
+largest working set) depend on ``J \\ I`` and ``τ`` alone and are exact. Communication depends
+on which devices the other stages use, which the state does not record, so the DP charges a
+*lower estimate*: each tensor crossing into or out of the stage once per side, at the smallest
+latency and the largest bandwidth of any link between a device of type ``τ`` and another
+device. It equals the formulation's cost when every such link is the same (one host, or hosts
+whose links are equally fast) and each cut tensor has one destination stage or the mode is
+``once``. So the DP value ``V`` is a lower bound on the global optimum, reported as the bound,
+and the status is ``optimal`` exactly when the evaluator's bottleneck of the returned
+placement equals ``V``.
+
+**Devices.** The DP fixes the device *type* of each stage; concrete devices are then chosen by
+evaluating every assignment of (type, host) classes consistent with those types (see
+:mod:`._devices`; capped at :data:`_DEVICE_CHOICES`), which picks the hosts with the cheapest
+true communication. The order DP's placement is kept instead if it evaluates better.
+
+**Speed.** Ideals are enumerated once as bitsets and their prefix sums (time per type, weights,
+bytes leaving the ideal) computed with array kernels; each stage ``(I, J)`` is then scored for
+all candidates ``J`` of one ``I`` at once. The order DP's evaluated bottleneck caps every stage
+(the fastest-type compute of ``J \\ I`` must fit under it, which bounds the candidate window),
+and a state whose remaining work cannot fit on the remaining stages under the cap is dropped.
+Graphs with more than :data:`IDEAL_LIMIT` ideals are refused: the DP is quadratic in them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+
+import networkx as nx
+import numpy as np
+
+from ..errors import SolverError
+from ..evaluate import evaluate
+from ..instance import Instance
+from ..placement import Evaluation, Placement, Status
+from ._devices import device_classes, device_sequences
+from .base import Capabilities, Outcome, Scope, Settings, Solver
+from .order_dp import split_order
+
+IDEAL_LIMIT = 200_000
+_DEVICE_CHOICES = 2_000
+_TOLERANCE = 1e-9
+_CHUNK = 8192
+_LEADING_ZEROS = np.array([8 - b.bit_length() for b in range(256)], dtype=np.int64)
+
+
+def _units(instance: Instance) -> tuple[np.ndarray, list[int]]:
+    """Unit of each op (colocation groups and the ops between their members merged) and the
+    predecessor bitmask of each unit."""
+    graph = instance.graph
+    dag = nx.DiGraph()
+    dag.add_nodes_from(range(len(graph.ops)))
+    dag.add_edges_from(graph.edges)
+    for group in instance.options.colocate:
+        members = [graph.index[op_id] for op_id in group]
+        dag.add_edges_from(itertools.pairwise([*members, members[0]]))  # one cycle: one SCC
+    condensed = nx.condensation(dag)
+    unit_of = np.empty(len(graph.ops), dtype=np.int64)
+    for op, unit in condensed.graph["mapping"].items():
+        unit_of[op] = unit
+    preds = [0] * condensed.number_of_nodes()
+    for a, b in condensed.edges:
+        preds[b] |= 1 << a
+    return unit_of, preds
+
+
+@lru_cache(maxsize=2)
+def _enumerate(instance: Instance, limit: int) -> tuple[np.ndarray, list[int]] | None:
+    """Ideals of the unit DAG as bitsets (by increasing size), or ``None`` beyond ``limit``."""
+    unit_of, preds = _units(instance)
+    succs: list[list[int]] = [[] for _ in preds]
+    for b, mask in enumerate(preds):
+        for a in range(mask.bit_length()):
+            if mask >> a & 1:
+                succs[a].append(b)
+    ideals = [0]
+    level = {0: sum(1 << u for u, mask in enumerate(preds) if mask == 0)}  # ideal -> addable units
+    while level:
+        following: dict[int, int] = {}
+        for ideal, addable in level.items():
+            rest = addable
+            while rest:
+                low = rest & -rest
+                rest ^= low
+                grown = ideal | low
+                if grown in following:
+                    continue
+                now = addable & ~low
+                for w in succs[low.bit_length() - 1]:
+                    if preds[w] & ~grown == 0:
+                        now |= 1 << w
+                following[grown] = now
+        ideals.extend(following)
+        if len(ideals) > limit:
+            return None
+        level = following
+    return unit_of, ideals
+
+
+def ideal_count(instance: Instance, limit: int = IDEAL_LIMIT) -> int | None:
+    """How many ideals the DP would visit, or ``None`` when there are more than ``limit``."""
+    enumerated = _enumerate(instance, limit)
+    return None if enumerated is None else len(enumerated[1])
+
+
+@dataclass(frozen=True, eq=False)
+class _Tables:
+    """Per-ideal sums and the packed op membership of every ideal.
+
+    Columns of ``packed`` are ops sorted by decreasing working set, so the first op of
+    ``J \\ I`` in that order (the first set bit of ``J & ~I``) has the stage's largest one.
+    """
+
+    packed: np.ndarray  # (N, ⌈n/8⌉) uint8
+    column: np.ndarray  # column of each op in ``packed``
+    working_sorted: np.ndarray
+    time: np.ndarray  # (N, T) finite op times per type
+    unsupported: np.ndarray  # (N, T) ops the type cannot run
+    own_params: np.ndarray  # (N,) weights with a single user
+    out_bytes: np.ndarray  # (N,) tensors produced inside with a consumer outside
+    out_count: np.ndarray
+    work: np.ndarray  # (N, Λ) weighted work ``Σ_v min_τ λ_τ t_τ(v)`` for each weight vector λ
+
+    def member(self, rows: np.ndarray, ops: np.ndarray) -> np.ndarray:
+        """``member[r, i]``: whether op ``ops[i]`` is in ideal ``rows[r]``."""
+        cols = self.column[ops]
+        return (self.packed[rows[:, None], cols[None, :] >> 3] >> (7 - (cols[None, :] & 7))) & 1 > 0
+
+    def row(self, ideal: int) -> np.ndarray:
+        bits = np.unpackbits(self.packed[ideal])[: len(self.column)]
+        return bits[self.column] > 0
+
+
+@dataclass(frozen=True, eq=False)
+class _Graph:
+    """Tensors (with a producer and consumers) and shared weights as flat arrays."""
+
+    producer: np.ndarray
+    consumers: list[np.ndarray]
+    size: np.ndarray
+    shared_users: list[np.ndarray]
+    shared_size: np.ndarray
+
+
+def _graph_arrays(instance: Instance) -> _Graph:
+    graph = instance.graph
+    producer, consumers, size = [], [], []
+    for tensor in graph.tensors:
+        if tensor.producer is None or not tensor.consumers:
+            continue
+        producer.append(graph.index[tensor.producer])
+        consumers.append(np.array(sorted({graph.index[c] for c in tensor.consumers}), dtype=np.int64))
+        size.append(tensor.bytes)
+    users: dict[str, set[int]] = {}
+    for v, op in enumerate(graph.ops):
+        for w in op.weights:
+            users.setdefault(w, set()).add(v)
+    shared = [w for w, us in users.items() if len(us) > 1]
+    return _Graph(
+        np.array(producer, dtype=np.int64),
+        consumers,
+        np.array(size, dtype=float),
+        [np.array(sorted(users[w]), dtype=np.int64) for w in shared],
+        np.array([graph.weights[w] for w in shared], dtype=float),
+    )
+
+
+def _work_weights(instance: Instance) -> np.ndarray:
+    """Weight vectors λ (rows, max 1) for the work bounds: all ones, and each type's aggregate speed.
+
+    Any λ ≥ 0 gives a valid bound (see :meth:`_DP.run`); the second row makes slow types count
+    for less, so mixes of fast and slow devices are not bounded as if all were fastest.
+    """
+    times = instance.costs.times
+    types = times.shape[1]
+    if types == 1:
+        return np.ones((1, 1))
+    finite = np.where(np.isfinite(times), times, np.nan)
+    speed = np.nansum(np.nanmin(finite, axis=1)) / np.maximum(np.nansum(finite, axis=0), 1e-300)
+    return np.vstack([np.ones(types), speed / speed.max()])
+
+
+def _tables(instance: Instance, unit_of: np.ndarray, ideals: list[int], arrays: _Graph) -> _Tables:
+    graph = instance.graph
+    n, units = len(graph.ops), int(unit_of.max()) + 1
+    working = graph.working_set
+    order = np.argsort(-working, kind="stable")
+    column = np.empty(n, dtype=np.int64)
+    column[order] = np.arange(n)
+    times = instance.costs.times
+    finite = np.where(np.isfinite(times), times, 0.0)
+    weighted = np.where(np.isfinite(times), times, np.inf)[:, None, :] * _work_weights(instance)[None, :, :]
+    cheapest = weighted.min(axis=2)  # (n, Λ)
+    cheapest = np.where(np.isfinite(cheapest), cheapest, 0.0)
+    single = np.zeros(n)
+    users: dict[str, set[int]] = {}
+    for v, op in enumerate(graph.ops):
+        for w in op.weights:
+            users.setdefault(w, set()).add(v)
+    for w, us in users.items():
+        if len(us) == 1:
+            single[next(iter(us))] += graph.weights[w]
+    ncons = np.array([len(c) for c in arrays.consumers], dtype=np.int64)
+    flat = np.concatenate(arrays.consumers) if arrays.consumers else np.empty(0, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(ncons)[:-1]]).astype(np.int64)
+    nbytes = (units + 7) // 8
+    packed, parts = [], {name: [] for name in ("time", "unsupported", "params", "out_b", "out_c", "fast")}
+    for lo in range(0, len(ideals), _CHUNK):
+        chunk = ideals[lo : lo + _CHUNK]
+        raw = np.frombuffer(b"".join(i.to_bytes(nbytes, "little") for i in chunk), dtype=np.uint8)
+        unit_bits = np.unpackbits(raw.reshape(len(chunk), nbytes), axis=1, bitorder="little")
+        ops = unit_bits[:, unit_of] > 0  # (chunk, n) in op order
+        packed.append(np.packbits(ops[:, order], axis=1))
+        parts["time"].append(ops @ finite)
+        parts["unsupported"].append(ops @ (~np.isfinite(times)).astype(float))
+        parts["params"].append(ops @ single)
+        parts["fast"].append(ops @ cheapest)
+        if len(arrays.producer):
+            inside = np.add.reduceat(ops[:, flat].astype(np.int64), starts, axis=1)
+            out = ops[:, arrays.producer] & (inside < ncons[None, :])
+            parts["out_b"].append(out @ arrays.size)
+            parts["out_c"].append(out.sum(axis=1).astype(float))
+        else:
+            parts["out_b"].append(np.zeros(len(chunk)))
+            parts["out_c"].append(np.zeros(len(chunk)))
+    return _Tables(
+        np.concatenate(packed),
+        column,
+        working[order],
+        np.concatenate(parts["time"]),
+        np.concatenate(parts["unsupported"]),
+        np.concatenate(parts["params"]),
+        np.concatenate(parts["out_b"]),
+        np.concatenate(parts["out_c"]),
+        np.concatenate(parts["fast"]),
+    )
+
+
+@dataclass(frozen=True)
+class _Lattice:
+    """Vectors ``c`` of devices used per type, flattened; ``moves[τ]`` = (from, to) indices."""
+
+    size: int
+    used: np.ndarray  # |c| of each vector
+    vectors: np.ndarray  # (size, T)
+    moves: tuple[tuple[np.ndarray, np.ndarray], ...]
+
+
+def _lattice(instance: Instance) -> _Lattice:
+    k = instance.options.stages
+    caps = [min(count, k) for count in instance.cluster.type_counts]
+    vectors = np.array(list(itertools.product(*(range(c + 1) for c in caps))), dtype=np.int64)
+    strides = np.array([int(np.prod([c + 1 for c in caps[t + 1 :]])) for t in range(len(caps))])
+    used = vectors.sum(axis=1)
+    moves = []
+    for t, cap in enumerate(caps):
+        source = np.flatnonzero((vectors[:, t] < cap) & (used < k))
+        moves.append((source, source + strides[t]))
+    return _Lattice(len(vectors), used, vectors, tuple(moves))
+
+
+def _rooms(instance: Instance, lattice: _Lattice, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``room[λ, c]``: the largest ``Σ λ_τ`` over the stages still open after vector ``c``
+    (at most ``k - |c|`` of the devices left), and ``room_next[λ, c]``: the same after one more
+    stage (the best move from ``c``; ``-inf`` when none).
+
+    If every stage takes at most ``cap``, the work ``Σ_v min_τ λ_τ t_τ(v)`` of the ops still
+    to place is at most ``cap · room[λ, c]``: a stage on type τ does at most ``λ_τ · cap``.
+    """
+    k, counts = instance.options.stages, np.array(instance.cluster.type_counts)
+    room = np.zeros((len(weights), lattice.size))
+    for c, vector in enumerate(lattice.vectors):
+        left = k - int(lattice.used[c])
+        for w, lam in enumerate(weights):
+            values = np.sort(np.repeat(lam, counts - vector))[::-1]
+            room[w, c] = values[:left].sum()
+    room_next = np.full_like(room, -np.inf)
+    for source, target in lattice.moves:
+        room_next[:, source] = np.maximum(room_next[:, source], room[:, target])
+    return room, room_next
+
+
+def _link_floor(instance: Instance) -> tuple[np.ndarray, np.ndarray]:
+    """Per type: smallest latency and largest bandwidth of any link to another device."""
+    cluster = instance.cluster
+    types = len(cluster.type_names)
+    latency, bandwidth = np.full(types, np.inf), np.zeros(types)
+    for a in range(len(cluster.devices)):
+        t = cluster.type_index[a]
+        for b in range(len(cluster.devices)):
+            if a != b:
+                link = cluster.link(a, b)
+                latency[t] = min(latency[t], link.latency)
+                bandwidth[t] = max(bandwidth[t], link.bandwidth)
+    return np.where(np.isfinite(latency), latency, 0.0), np.where(bandwidth > 0, bandwidth, np.inf)
+
+
+class _OutOfTime(Exception):
+    """The time limit ran out inside a DP pass."""
+
+
+class _Clock:
+    """Raises :class:`_OutOfTime` past the deadline; reports progress every few seconds."""
+
+    def __init__(self, settings: Settings, what: str) -> None:
+        self.settings, self.what = settings, what
+        self.start = time.perf_counter()
+        self.deadline = self.start + settings.time_limit if settings.time_limit else np.inf
+        self.next_report = self.start + 5.0
+
+    def tick(self, done: int, total: int) -> None:
+        if done % 64:
+            return
+        now = time.perf_counter()
+        if now > self.deadline:
+            raise _OutOfTime(f"{self.what}: time limit reached after {done} of {total} ideals")
+        if now > self.next_report:
+            self.settings.report(f"{self.what}: {done}/{total} ideals, {now - self.start:.0f} s")
+            self.next_report = now + 5.0
+
+
+class _DP:
+    """The tables of one instance, and the recurrence run under a cap on every stage's time."""
+
+    def __init__(self, instance: Instance, unit_of: np.ndarray, ideals: list[int]) -> None:
+        self.instance = instance
+        self.arrays = _graph_arrays(instance)
+        self.tables = _tables(instance, unit_of, ideals, self.arrays)
+        self.lattice = _lattice(instance)
+        self.latency, self.bandwidth = _link_floor(instance)
+        self.memory = np.array([instance.cluster.device_types[t].memory for t in instance.cluster.type_names])
+        self.full = len(ideals) - 1
+        self.pairs = 0
+        work = self.tables.work
+        self.by_work = np.argsort(work[:, -1], kind="stable")  # window on the last weight vector
+        self.sorted_work = work[self.by_work, -1]
+        self.room, self.room_next = _rooms(instance, self.lattice, _work_weights(instance))
+
+    def _prune(self, row: np.ndarray, ideal: int, cap: float) -> None:
+        """Drop states whose remaining work cannot fit on the remaining stages under ``cap``."""
+        rest = self.tables.work[self.full] - self.tables.work[ideal]  # (Λ,)
+        limit = np.where(self.room > 0, cap * self.room, 0.0) * (1 + _TOLERANCE)
+        row[(rest[:, None] > limit + 1e-300).any(axis=0)] = np.inf
+
+    def _candidates(self, ideal: int, cap: float, live: np.ndarray) -> np.ndarray:
+        """Strict supersets ``J`` whose stage could fit under ``cap`` and leave coverable work.
+
+        A stage on type τ has ``Σ_v t_τ(v) ≤ cap``, so its weighted work is at most ``cap``
+        (weights are at most 1); the work left after it must fit the rooms of the next state.
+        """
+        work = self.tables.work
+        after = self.room_next[:, live].max(axis=1)  # (Λ,)
+        slack = _TOLERANCE * max(float(work[self.full].max()), 1e-300)
+        rest_limit = np.where(after > 0, cap * after, 0.0)
+        low = max(work[ideal, -1], work[self.full, -1] - rest_limit[-1]) - slack
+        high = work[ideal, -1] + cap + slack
+        window = self.by_work[
+            np.searchsorted(self.sorted_work, low) : np.searchsorted(self.sorted_work, high, "right")
+        ]
+        window = window[window != ideal]
+        fits = ((work[window] - work[ideal]) <= cap + slack).all(axis=1) & (
+            (work[self.full] - work[window]) <= rest_limit + slack
+        ).all(axis=1)
+        window = window[fits]
+        mine = self.tables.packed[ideal]
+        return window[((self.tables.packed[window] & mine) == mine).all(axis=1)]
+
+    def _stage_costs(self, ideal: int, js: np.ndarray) -> np.ndarray:
+        """``cost[j, τ]``: estimated time of stage ``js[j] \\ ideal`` on type ``τ`` (inf if infeasible)."""
+        t, a, options = self.tables, self.arrays, self.instance.options
+        inside = t.row(ideal)
+        recv_b, recv_c = np.zeros(len(js)), np.zeros(len(js))
+        sent_b, sent_c = t.out_bytes[js].copy(), t.out_count[js].copy()
+        for x in np.flatnonzero(inside[a.producer]):  # tensors leaving ``ideal``...
+            outside = a.consumers[x][~inside[a.consumers[x]]]
+            if not len(outside):
+                continue
+            taken = t.member(js, outside)
+            got = taken.any(axis=1)  # ...received by the stage
+            recv_b += got * a.size[x]
+            recv_c += got
+            passing = ~taken.all(axis=1)  # ...still leaving ``J`` but not sent by the stage
+            sent_b -= passing * a.size[x]
+            sent_c -= passing
+        params = t.own_params[js] - t.own_params[ideal]
+        for users, size in zip(a.shared_users, a.shared_size, strict=True):
+            outside = users[~inside[users]]
+            if len(outside):
+                params += t.member(js, outside).any(axis=1) * size
+        diff = t.packed[js] & ~t.packed[ideal]
+        first = (diff != 0).argmax(axis=1)
+        lead = _LEADING_ZEROS[diff[np.arange(len(js)), first]]
+        largest = t.working_sorted[np.minimum(first * 8 + lead, len(t.working_sorted) - 1)]
+        memory = params + sent_b + recv_b + largest
+        compute = t.time[js] - t.time[ideal]
+        comm = (sent_c + recv_c)[:, None] * self.latency[None, :] + (sent_b + recv_b)[
+            :, None
+        ] / self.bandwidth[None, :]
+        cost = np.maximum(compute, comm) if options.overlap else compute + comm
+        feasible = (t.unsupported[js] - t.unsupported[ideal] < 0.5) & (
+            memory[:, None] <= self.memory[None, :] * (1 + _TOLERANCE)
+        )
+        return np.where(feasible, cost, np.inf)
+
+    def run(self, combine, cap: float, clock: _Clock) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``F[ideal, c]`` with every stage ``≤ cap``, and back-pointers (ideal, vector)."""
+        t, lattice = self.tables, self.lattice
+        count = len(t.work)
+        best = np.full((count, lattice.size), np.inf)
+        best[0, 0] = 0.0
+        parent = np.full((count, lattice.size), -1, dtype=np.int64)
+        parent_vector = np.full((count, lattice.size), -1, dtype=np.int64)
+        for ideal in range(count - 1):
+            clock.tick(ideal, count)
+            row = best[ideal]
+            self._prune(row, ideal, cap)
+            live = np.isfinite(row)
+            if not live.any():
+                continue
+            js = self._candidates(ideal, cap, live)
+            if not len(js):
+                continue
+            self.pairs += len(js)
+            cost = self._stage_costs(ideal, js)
+            cost[cost > cap] = np.inf
+            for tau, (source, target) in enumerate(lattice.moves):
+                keep = live[source]
+                if not keep.any():
+                    continue
+                source, target = source[keep], target[keep]
+                value = combine(row[source][None, :], cost[:, tau][:, None])
+                current = best[js[:, None], target[None, :]]
+                better = value < current
+                if not better.any():
+                    continue
+                best[js[:, None], target[None, :]] = np.where(better, value, current)
+                parent[js[:, None], target[None, :]] = np.where(
+                    better, ideal, parent[js[:, None], target[None, :]]
+                )
+                parent_vector[js[:, None], target[None, :]] = np.where(
+                    better, source[None, :], parent_vector[js[:, None], target[None, :]]
+                )
+        return best, parent, parent_vector
+
+    def finals(self) -> np.ndarray:
+        """Lattice vectors that end a placement (``|c| = k`` with exact stages)."""
+        used, k = self.lattice.used, self.instance.options.stages
+        return np.flatnonzero(used == k if self.instance.options.exact_stages else (used >= 1) & (used <= k))
+
+    def trace(
+        self, parent: np.ndarray, parent_vector: np.ndarray, vector: int
+    ) -> tuple[list[int], list[int]]:
+        """(ideals of the chain, device type of each stage) ending at ``(V, vector)``."""
+        ideals, types = [self.full], []
+        ideal = self.full
+        while ideal != 0:
+            before, before_vector = int(parent[ideal, vector]), int(parent_vector[ideal, vector])
+            types.append(
+                int(np.flatnonzero(self.lattice.vectors[vector] != self.lattice.vectors[before_vector])[0])
+            )
+            ideal, vector = before, before_vector
+            ideals.append(ideal)
+        return ideals[::-1], types[::-1]
+
+
+def _choose_devices(
+    instance: Instance, stage_of: tuple[int, ...], types: list[int]
+) -> tuple[Placement, Evaluation] | None:
+    """Best evaluated concrete devices for stages of the given types (classes per type)."""
+    cluster = instance.cluster
+    classes = device_classes(cluster)
+    allowed = [[c for c, members in enumerate(classes) if cluster.type_index[members[0]] == t] for t in types]
+    best = None
+    for devices in itertools.islice(device_sequences(classes, allowed), _DEVICE_CHOICES):
+        placement = Placement(stage_of, devices)
+        evaluation = evaluate(instance, placement)
+        if evaluation.valid and (best is None or (evaluation.bottleneck, evaluation.latency) < best[2]):
+            best = (placement, evaluation, (evaluation.bottleneck, evaluation.latency))
+    return None if best is None else (best[0], best[1])
+
+
+class IdealDP(Solver):
+    name = "ideal-dp"
+    capabilities = Capabilities(scope=Scope.GLOBAL, heterogeneous=True, time_limit=True)
+
+    def solve(self, instance: Instance, settings: Settings) -> Outcome:
+        enumerated = _enumerate(instance, IDEAL_LIMIT)
+        if enumerated is None:
+            raise SolverError(
+                f"ideal-dp: the graph has more than {IDEAL_LIMIT} ideals (downsets), too many for the"
+                " exact DP; use --solver cp-sat or order-dp"
+            )
+        unit_of, ideals = enumerated
+        settings.report(f"ideal-dp: {len(ideals)} ideals over {int(unit_of.max()) + 1} units")
+        dp = _DP(instance, unit_of, ideals)
+        heuristic, _ = split_order(instance, np.arange(len(instance.graph.ops)))
+        incumbent = evaluate(instance, heuristic) if heuristic is not None else None
+        cap = incumbent.bottleneck * (1 + _TOLERANCE) if incumbent is not None and incumbent.valid else np.inf
+        finals = dp.finals()
+        try:
+            best, parent, parent_vector = dp.run(np.maximum, cap, _Clock(settings, "ideal-dp pass 1"))
+        except _OutOfTime as stop:
+            if incumbent is None or not incumbent.valid:
+                return Outcome(None, Status.NO_SOLUTION, 0.0, (str(stop),))
+            return Outcome(heuristic, Status.FEASIBLE, 0.0, (f"{stop}; returning the order DP's placement",))
+        value = float(best[dp.full, finals].min()) if len(finals) else np.inf
+        if not np.isfinite(value):
+            return Outcome(
+                None,
+                Status.INFEASIBLE,
+                np.inf,
+                ("ideal-dp: no placement fits the devices' memory and op support (every placement checked)",),
+            )
+        vector = int(finals[np.argmin(best[dp.full, finals])])
+        try:  # tie-break by the sum of stage times, then fewer stages
+            sums, parent, parent_vector = dp.run(
+                np.add, value * (1 + _TOLERANCE) + 1e-300, _Clock(settings, "ideal-dp pass 2")
+            )
+            vector = int(min(finals, key=lambda c: (sums[dp.full, c], dp.lattice.used[c])))
+        except _OutOfTime:
+            pass
+        chain, types = dp.trace(parent, parent_vector, vector)
+        stage_of = [0] * len(instance.graph.ops)
+        for s in range(len(types)):
+            for v in np.flatnonzero(dp.tables.row(chain[s + 1]) & ~dp.tables.row(chain[s])):
+                stage_of[v] = s
+        chosen = _choose_devices(instance, tuple(stage_of), types)
+        notes = [
+            f"ideal-dp: {len(ideals)} ideals, {dp.pairs} stage candidates scored; DP value {value:.6g} s"
+            " (a lower bound: communication is estimated from below unless links are uniform)"
+        ]
+        if (incumbent is not None and incumbent.valid) and (
+            chosen is None or incumbent.bottleneck < chosen[1].bottleneck
+        ):
+            notes.append("ideal-dp: the order DP's placement evaluates better than the DP's; returning it")
+            chosen = (heuristic, incumbent)
+        if chosen is None:
+            notes.append("ideal-dp: no device assignment of the DP's stage types is valid")
+            return Outcome(None, Status.NO_SOLUTION, value, tuple(notes))
+        placement, evaluation = chosen
+        exact = evaluation.bottleneck <= value * (1 + _TOLERANCE)
+        return Outcome(placement, Status.OPTIMAL if exact else Status.FEASIBLE, value, tuple(notes))
