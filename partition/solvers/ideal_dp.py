@@ -313,6 +313,14 @@ def _link_floor(instance: Instance) -> tuple[np.ndarray, np.ndarray]:
     return np.where(np.isfinite(latency), latency, 0.0), np.where(bandwidth > 0, bandwidth, np.inf)
 
 
+def _scaled(cap: float, room: np.ndarray) -> np.ndarray:
+    """``cap · room`` with ``inf · 0 = 0`` (no stage left holds no work, even uncapped)."""
+    out = np.where(room < 0, -np.inf, 0.0)  # negative room: no move exists
+    positive = room > 0
+    out[positive] = cap * room[positive]
+    return out
+
+
 class _OutOfTime(Exception):
     """The time limit ran out inside a DP pass."""
 
@@ -357,7 +365,7 @@ class _DP:
     def _prune(self, row: np.ndarray, ideal: int, cap: float) -> None:
         """Drop states whose remaining work cannot fit on the remaining stages under ``cap``."""
         rest = self.tables.work[self.full] - self.tables.work[ideal]  # (Λ,)
-        limit = np.where(self.room > 0, cap * self.room, 0.0) * (1 + _TOLERANCE)
+        limit = _scaled(cap, self.room) * (1 + _TOLERANCE)
         row[(rest[:, None] > limit + 1e-300).any(axis=0)] = np.inf
 
     def _candidates(self, ideal: int, cap: float, live: np.ndarray) -> np.ndarray:
@@ -369,7 +377,7 @@ class _DP:
         work = self.tables.work
         after = self.room_next[:, live].max(axis=1)  # (Λ,)
         slack = _TOLERANCE * max(float(work[self.full].max()), 1e-300)
-        rest_limit = np.where(after > 0, cap * after, 0.0)
+        rest_limit = _scaled(cap, after)
         low = max(work[ideal, -1], work[self.full, -1] - rest_limit[-1]) - slack
         high = work[ideal, -1] + cap + slack
         window = self.by_work[
