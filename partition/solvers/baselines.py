@@ -44,10 +44,11 @@ def _fastest_devices(instance: Instance, count: int) -> tuple[int, ...]:
 
 
 def _greedy_parts(weights: np.ndarray, limit: float) -> list[int]:
-    """Start index of each part when parts are filled in order up to ``limit``."""
+    """Start index of each part when parts are filled in order up to ``limit`` (with a relative
+    slack for rounding, so that the limit ``sum(weights)`` always gives one part)."""
     starts, load = [0], 0.0
     for v, w in enumerate(weights):
-        if load + w > limit and v > starts[-1]:
+        if load + w > limit * (1 + 1e-12) and v > starts[-1]:
             starts.append(v)
             load = 0.0
         load += w
