@@ -53,6 +53,7 @@ from ..instance import Instance
 from ..placement import Evaluation, Placement, Status
 from ._devices import device_classes, device_sequences
 from .base import Capabilities, Outcome, Scope, Settings, Solver
+from .baselines import BalancedTime, Uniform
 from .order_dp import split_order
 
 IDEAL_LIMIT = 200_000
@@ -298,19 +299,22 @@ def _rooms(instance: Instance, lattice: _Lattice, weights: np.ndarray) -> tuple[
     return room, room_next
 
 
-def _link_floor(instance: Instance) -> tuple[np.ndarray, np.ndarray]:
-    """Per type: smallest latency and largest bandwidth of any link to another device."""
+def _links(instance: Instance, *, slowest: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per type: the latency and bandwidth charged for its communication — the smallest
+    latency and largest bandwidth of any link to another device (a lower estimate), or with
+    ``slowest`` the largest latency and smallest bandwidth."""
     cluster = instance.cluster
     types = len(cluster.type_names)
-    latency, bandwidth = np.full(types, np.inf), np.zeros(types)
+    latency, bandwidth = np.full(types, np.nan), np.full(types, np.nan)
+    pick_latency, pick_bandwidth = (np.fmax, np.fmin) if slowest else (np.fmin, np.fmax)
     for a in range(len(cluster.devices)):
         t = cluster.type_index[a]
         for b in range(len(cluster.devices)):
             if a != b:
                 link = cluster.link(a, b)
-                latency[t] = min(latency[t], link.latency)
-                bandwidth[t] = max(bandwidth[t], link.bandwidth)
-    return np.where(np.isfinite(latency), latency, 0.0), np.where(bandwidth > 0, bandwidth, np.inf)
+                latency[t] = pick_latency(latency[t], link.latency)
+                bandwidth[t] = pick_bandwidth(bandwidth[t], link.bandwidth)
+    return np.nan_to_num(latency, nan=0.0), np.nan_to_num(bandwidth, nan=np.inf)
 
 
 def _scaled(cap: float, room: np.ndarray) -> np.ndarray:
@@ -353,7 +357,6 @@ class _DP:
         self.arrays = _graph_arrays(instance)
         self.tables = _tables(instance, unit_of, ideals, self.arrays)
         self.lattice = _lattice(instance)
-        self.latency, self.bandwidth = _link_floor(instance)
         self.memory = np.array([instance.cluster.device_types[t].memory for t in instance.cluster.type_names])
         self.full = len(ideals) - 1
         self.pairs = 0
@@ -391,7 +394,7 @@ class _DP:
         mine = self.tables.packed[ideal]
         return window[((self.tables.packed[window] & mine) == mine).all(axis=1)]
 
-    def _stage_costs(self, ideal: int, js: np.ndarray) -> np.ndarray:
+    def _stage_costs(self, ideal: int, js: np.ndarray, links: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         """``cost[j, τ]``: estimated time of stage ``js[j] \\ ideal`` on type ``τ`` (inf if infeasible)."""
         t, a, options = self.tables, self.arrays, self.instance.options
         inside = t.row(ideal)
@@ -419,16 +422,16 @@ class _DP:
         largest = t.working_sorted[np.minimum(first * 8 + lead, len(t.working_sorted) - 1)]
         memory = params + sent_b + recv_b + largest
         compute = t.time[js] - t.time[ideal]
-        comm = (sent_c + recv_c)[:, None] * self.latency[None, :] + (sent_b + recv_b)[
-            :, None
-        ] / self.bandwidth[None, :]
+        comm = (sent_c + recv_c)[:, None] * links[0][None, :] + (sent_b + recv_b)[:, None] / links[1][None, :]
         cost = np.maximum(compute, comm) if options.overlap else compute + comm
         feasible = (t.unsupported[js] - t.unsupported[ideal] < 0.5) & (
             memory[:, None] <= self.memory[None, :] * (1 + _TOLERANCE)
         )
         return np.where(feasible, cost, np.inf)
 
-    def run(self, combine, cap: float, clock: _Clock) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def run(
+        self, combine, cap: float, clock: _Clock, links: tuple[np.ndarray, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``F[ideal, c]`` with every stage ``≤ cap``, and back-pointers (ideal, vector)."""
         t, lattice = self.tables, self.lattice
         count = len(t.work)
@@ -447,7 +450,7 @@ class _DP:
             if not len(js):
                 continue
             self.pairs += len(js)
-            cost = self._stage_costs(ideal, js)
+            cost = self._stage_costs(ideal, js, links)
             cost[cost > cap] = np.inf
             for tau, (source, target) in enumerate(lattice.moves):
                 keep = live[source]
@@ -489,6 +492,19 @@ class _DP:
         return ideals[::-1], types[::-1]
 
 
+def _placed(
+    instance: Instance, dp: _DP, parent: np.ndarray, parent_vector: np.ndarray, vector: int, label: str
+) -> tuple[str, Placement, Evaluation] | None:
+    """The DP's placement ending at ``(V, vector)``, on its best evaluated concrete devices."""
+    chain, types = dp.trace(parent, parent_vector, vector)
+    stage_of = [0] * len(instance.graph.ops)
+    for s in range(len(types)):
+        for v in np.flatnonzero(dp.tables.row(chain[s + 1]) & ~dp.tables.row(chain[s])):
+            stage_of[v] = s
+    chosen = _choose_devices(instance, tuple(stage_of), types)
+    return None if chosen is None else (label, *chosen)
+
+
 def _choose_devices(
     instance: Instance, stage_of: tuple[int, ...], types: list[int]
 ) -> tuple[Placement, Evaluation] | None:
@@ -505,6 +521,26 @@ def _choose_devices(
     return None if best is None else (best[0], best[1])
 
 
+def _incumbents(instance: Instance, settings: Settings) -> list[tuple[str, Placement, Evaluation]]:
+    """Valid placements of the order DP and the balanced-time and uniform baselines."""
+    found = []
+    order, _ = split_order(instance, np.arange(len(instance.graph.ops)))
+    candidates = [("order-dp", order)] + [
+        (solver.name, solver.solve(instance, settings).placement) for solver in (BalancedTime(), Uniform())
+    ]
+    for label, placement in candidates:
+        if placement is not None and (evaluation := evaluate(instance, placement)).valid:
+            found.append((label, placement, evaluation))
+    return found
+
+
+def _better(a: tuple[str, Placement, Evaluation] | None, b: tuple[str, Placement, Evaluation] | None):
+    """The one with the smaller (bottleneck, latency); ``a`` on ties."""
+    if a is None or b is None:
+        return a or b
+    return b if (b[2].bottleneck, b[2].latency) < (a[2].bottleneck, a[2].latency) else a
+
+
 class IdealDP(Solver):
     name = "ideal-dp"
     capabilities = Capabilities(scope=Scope.GLOBAL, heterogeneous=True, time_limit=True)
@@ -519,17 +555,20 @@ class IdealDP(Solver):
         unit_of, ideals = enumerated
         settings.report(f"ideal-dp: {len(ideals)} ideals over {int(unit_of.max()) + 1} units")
         dp = _DP(instance, unit_of, ideals)
-        heuristic, _ = split_order(instance, np.arange(len(instance.graph.ops)))
-        incumbent = evaluate(instance, heuristic) if heuristic is not None else None
-        cap = incumbent.bottleneck * (1 + _TOLERANCE) if incumbent is not None and incumbent.valid else np.inf
-        finals = dp.finals()
+        best = None
+        for incumbent in _incumbents(instance, settings):
+            best = _better(best, incumbent)
+        cap = best[2].bottleneck * (1 + _TOLERANCE) if best else np.inf
+        finals, floor = dp.finals(), _links(instance, slowest=False)
         try:
-            best, parent, parent_vector = dp.run(np.maximum, cap, _Clock(settings, "ideal-dp pass 1"))
+            values, parent, parent_vector = dp.run(
+                np.maximum, cap, _Clock(settings, "ideal-dp pass 1"), floor
+            )
         except _OutOfTime as stop:
-            if incumbent is None or not incumbent.valid:
+            if best is None:
                 return Outcome(None, Status.NO_SOLUTION, 0.0, (str(stop),))
-            return Outcome(heuristic, Status.FEASIBLE, 0.0, (f"{stop}; returning the order DP's placement",))
-        value = float(best[dp.full, finals].min()) if len(finals) else np.inf
+            return Outcome(best[1], Status.FEASIBLE, 0.0, (f"{stop}; returning the {best[0]} placement",))
+        value = float(values[dp.full, finals].min()) if len(finals) else np.inf
         if not np.isfinite(value):
             return Outcome(
                 None,
@@ -537,32 +576,36 @@ class IdealDP(Solver):
                 np.inf,
                 ("ideal-dp: no placement fits the devices' memory and op support (every placement checked)",),
             )
-        vector = int(finals[np.argmin(best[dp.full, finals])])
+        vector = int(finals[np.argmin(values[dp.full, finals])])
         try:  # tie-break by the sum of stage times, then fewer stages
             sums, parent, parent_vector = dp.run(
-                np.add, value * (1 + _TOLERANCE) + 1e-300, _Clock(settings, "ideal-dp pass 2")
+                np.add, value * (1 + _TOLERANCE) + 1e-300, _Clock(settings, "ideal-dp pass 2"), floor
             )
             vector = int(min(finals, key=lambda c: (sums[dp.full, c], dp.lattice.used[c])))
         except _OutOfTime:
             pass
-        chain, types = dp.trace(parent, parent_vector, vector)
-        stage_of = [0] * len(instance.graph.ops)
-        for s in range(len(types)):
-            for v in np.flatnonzero(dp.tables.row(chain[s + 1]) & ~dp.tables.row(chain[s])):
-                stage_of[v] = s
-        chosen = _choose_devices(instance, tuple(stage_of), types)
+        best = _better(_placed(instance, dp, parent, parent_vector, vector, "ideal-dp"), best)
+        ceiling = _links(instance, slowest=True)
+        if not all(np.array_equal(f, c) for f, c in zip(floor, ceiling, strict=True)):
+            try:  # the same DP charging the slowest links: its placement may evaluate better
+                upper, parent, parent_vector = dp.run(
+                    np.maximum,
+                    best[2].bottleneck if best else np.inf,
+                    _Clock(settings, "ideal-dp slow-link pass"),
+                    ceiling,
+                )
+                if np.isfinite(upper[dp.full, finals].min()):
+                    vector = int(finals[np.argmin(upper[dp.full, finals])])
+                    placed = _placed(instance, dp, parent, parent_vector, vector, "ideal-dp (slowest links)")
+                    best = _better(best, placed)
+            except _OutOfTime:
+                pass
+        if best is None:
+            return Outcome(None, Status.NO_SOLUTION, value, ("ideal-dp: no device assignment is valid",))
         notes = [
             f"ideal-dp: {len(ideals)} ideals, {dp.pairs} stage candidates scored; DP value {value:.6g} s"
-            " (a lower bound: communication is estimated from below unless links are uniform)"
+            " (a lower bound: communication is estimated from below unless links are uniform)",
+            f"ideal-dp: returning the {best[0]} placement (the best evaluated of the DP's and heuristics')",
         ]
-        if (incumbent is not None and incumbent.valid) and (
-            chosen is None or incumbent.bottleneck < chosen[1].bottleneck
-        ):
-            notes.append("ideal-dp: the order DP's placement evaluates better than the DP's; returning it")
-            chosen = (heuristic, incumbent)
-        if chosen is None:
-            notes.append("ideal-dp: no device assignment of the DP's stage types is valid")
-            return Outcome(None, Status.NO_SOLUTION, value, tuple(notes))
-        placement, evaluation = chosen
-        exact = evaluation.bottleneck <= value * (1 + _TOLERANCE)
-        return Outcome(placement, Status.OPTIMAL if exact else Status.FEASIBLE, value, tuple(notes))
+        exact = best[2].bottleneck <= value * (1 + _TOLERANCE)
+        return Outcome(best[1], Status.OPTIMAL if exact else Status.FEASIBLE, value, tuple(notes))
