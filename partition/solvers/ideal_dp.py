@@ -15,26 +15,31 @@ members of a group, are contracted into single units before ideals are enumerate
 
 **What is exact.** Compute, op support and memory (weights used, bytes sent and received,
 largest working set) depend on ``J \\ I`` and ``τ`` alone and are exact. Communication depends
-on which devices the other stages use, which the state does not record, so the DP charges a
-*lower estimate*: each tensor crossing into or out of the stage once per side, at the smallest
-latency and the largest bandwidth of any link between a device of type ``τ`` and another
-device. It equals the formulation's cost when every such link is the same (one host, or hosts
-whose links are equally fast) and each cut tensor has one destination stage or the mode is
-``once``. So the DP value ``V`` is a lower bound on the global optimum, reported as the bound,
-and the status is ``optimal`` exactly when the evaluator's bottleneck of the returned
-placement equals ``V``.
+on which devices the other stages use, which the state does not record; but ``c`` tells which
+types the earlier stages used and which types are still free for later ones. So the DP charges
+each tensor crossing into or out of the stage once per side, at the smallest latency and the
+largest bandwidth of any link from a device of type ``τ`` to another device of a type already
+used (receiving) or still free (sending): a *lower estimate*. It equals the formulation's cost
+when those links are all equally fast (one host; or, on hosts of one type each, a stage whose
+neighbours' types all reach it over the same link) and each cut tensor has one destination
+stage or the mode is ``once``. So the DP value ``V`` is a lower bound on the global optimum,
+reported as the bound, and the status is ``optimal`` exactly when the evaluator's bottleneck of
+the returned placement equals ``V``.
 
 **Devices.** The DP fixes the device *type* of each stage; concrete devices are then chosen by
 evaluating every assignment of (type, host) classes consistent with those types (see
 :mod:`._devices`; capped at :data:`_DEVICE_CHOICES`), which picks the hosts with the cheapest
-true communication. The order DP's placement is kept instead if it evaluates better.
+true communication. A third pass charges the *slowest* links instead (no bound, but its
+placement often evaluates better when links differ), and the placements of the order DP and
+the balanced-time and uniform baselines are candidates too: the best evaluated one is returned.
 
 **Speed.** Ideals are enumerated once as bitsets and their prefix sums (time per type, weights,
-bytes leaving the ideal) computed with array kernels; each stage ``(I, J)`` is then scored for
-all candidates ``J`` of one ``I`` at once. The order DP's evaluated bottleneck caps every stage
-(the fastest-type compute of ``J \\ I`` must fit under it, which bounds the candidate window),
-and a state whose remaining work cannot fit on the remaining stages under the cap is dropped.
-Graphs with more than :data:`IDEAL_LIMIT` ideals are refused: the DP is quadratic in them.
+bytes leaving the ideal, weighted work) computed with array kernels; each stage ``(I, J)`` is
+then scored for all candidates ``J`` of one ``I`` at once. The best heuristic's evaluated
+bottleneck caps every stage, which bounds the candidate window, and a state whose remaining
+work ``Σ_v min_τ λ_τ t_τ(v)`` cannot fit on the remaining devices under the cap is dropped
+(see :func:`_rooms`). The work is about quadratic in the number of ideals: graphs with more
+than :data:`IDEAL_LIMIT` are refused, and a time limit returns the best heuristic placement.
 """
 
 from __future__ import annotations
@@ -299,22 +304,41 @@ def _rooms(instance: Instance, lattice: _Lattice, weights: np.ndarray) -> tuple[
     return room, room_next
 
 
-def _links(instance: Instance, *, slowest: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Per type: the latency and bandwidth charged for its communication — the smallest
-    latency and largest bandwidth of any link to another device (a lower estimate), or with
-    ``slowest`` the largest latency and smallest bandwidth."""
+@dataclass(frozen=True, eq=False)
+class _Links:
+    """Latency and bandwidth charged to a stage of type τ entered from lattice vector ``c``
+    (``[τ, c]``): receiving from the types already in use, sending to the types still free."""
+
+    recv_latency: np.ndarray
+    recv_bandwidth: np.ndarray
+    send_latency: np.ndarray
+    send_bandwidth: np.ndarray
+
+
+def _links(instance: Instance, lattice: _Lattice, *, slowest: bool) -> _Links:
+    """The fastest links (smallest latency, largest bandwidth: a lower estimate) between a
+    device of type τ and another device of a type the stage can talk to, or the slowest."""
     cluster = instance.cluster
     types = len(cluster.type_names)
-    latency, bandwidth = np.full(types, np.nan), np.full(types, np.nan)
     pick_latency, pick_bandwidth = (np.fmax, np.fmin) if slowest else (np.fmin, np.fmax)
+    latency, bandwidth = np.full((types, types), np.nan), np.full((types, types), np.nan)
     for a in range(len(cluster.devices)):
-        t = cluster.type_index[a]
         for b in range(len(cluster.devices)):
             if a != b:
-                link = cluster.link(a, b)
-                latency[t] = pick_latency(latency[t], link.latency)
-                bandwidth[t] = pick_bandwidth(bandwidth[t], link.bandwidth)
-    return np.nan_to_num(latency, nan=0.0), np.nan_to_num(bandwidth, nan=np.inf)
+                ta, tb, link = cluster.type_index[a], cluster.type_index[b], cluster.link(a, b)
+                latency[ta, tb] = pick_latency(latency[ta, tb], link.latency)
+                bandwidth[ta, tb] = pick_bandwidth(bandwidth[ta, tb], link.bandwidth)
+    counts = np.array(cluster.type_counts)
+    shape = (types, lattice.size)
+    charged = [np.zeros(shape), np.full(shape, np.inf), np.zeros(shape), np.full(shape, np.inf)]
+    for t in range(types):
+        for c, vector in enumerate(lattice.vectors):
+            free = counts - vector - (np.arange(types) == t)
+            for side, partners in ((0, vector > 0), (2, free > 0)):
+                if partners.any():
+                    charged[side][t, c] = pick_latency.reduce(latency[t, partners])
+                    charged[side + 1][t, c] = pick_bandwidth.reduce(bandwidth[t, partners])
+    return _Links(*(np.nan_to_num(x, nan=0.0 if i % 2 == 0 else np.inf) for i, x in enumerate(charged)))
 
 
 def _scaled(cap: float, room: np.ndarray) -> np.ndarray:
@@ -394,9 +418,11 @@ class _DP:
         mine = self.tables.packed[ideal]
         return window[((self.tables.packed[window] & mine) == mine).all(axis=1)]
 
-    def _stage_costs(self, ideal: int, js: np.ndarray, links: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-        """``cost[j, τ]``: estimated time of stage ``js[j] \\ ideal`` on type ``τ`` (inf if infeasible)."""
-        t, a, options = self.tables, self.arrays, self.instance.options
+    def _stage_parts(self, ideal: int, js: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For stages ``js[j] \\ ideal``: compute time on each type (inf where the stage does not
+        fit or has an op the type cannot run), and the (count, bytes) of tensors received and
+        sent, as columns ``[recv count, recv bytes, sent count, sent bytes]``."""
+        t, a = self.tables, self.arrays
         inside = t.row(ideal)
         recv_b, recv_c = np.zeros(len(js)), np.zeros(len(js))
         sent_b, sent_c = t.out_bytes[js].copy(), t.out_count[js].copy()
@@ -421,16 +447,14 @@ class _DP:
         lead = _LEADING_ZEROS[diff[np.arange(len(js)), first]]
         largest = t.working_sorted[np.minimum(first * 8 + lead, len(t.working_sorted) - 1)]
         memory = params + sent_b + recv_b + largest
-        compute = t.time[js] - t.time[ideal]
-        comm = (sent_c + recv_c)[:, None] * links[0][None, :] + (sent_b + recv_b)[:, None] / links[1][None, :]
-        cost = np.maximum(compute, comm) if options.overlap else compute + comm
         feasible = (t.unsupported[js] - t.unsupported[ideal] < 0.5) & (
             memory[:, None] <= self.memory[None, :] * (1 + _TOLERANCE)
         )
-        return np.where(feasible, cost, np.inf)
+        compute = np.where(feasible, t.time[js] - t.time[ideal], np.inf)
+        return compute, np.column_stack([recv_c, recv_b, sent_c, sent_b])
 
     def run(
-        self, combine, cap: float, clock: _Clock, links: tuple[np.ndarray, np.ndarray]
+        self, combine, cap: float, clock: _Clock, links: _Links
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``F[ideal, c]`` with every stage ``≤ cap``, and back-pointers (ideal, vector)."""
         t, lattice = self.tables, self.lattice
@@ -450,14 +474,22 @@ class _DP:
             if not len(js):
                 continue
             self.pairs += len(js)
-            cost = self._stage_costs(ideal, js, links)
-            cost[cost > cap] = np.inf
+            compute, traffic = self._stage_parts(ideal, js)
             for tau, (source, target) in enumerate(lattice.moves):
                 keep = live[source]
-                if not keep.any():
+                if not keep.any() or not np.isfinite(compute[:, tau]).any():
                     continue
                 source, target = source[keep], target[keep]
-                value = combine(row[source][None, :], cost[:, tau][:, None])
+                comm = (
+                    traffic[:, 0:1] * links.recv_latency[tau, source][None, :]
+                    + traffic[:, 1:2] / links.recv_bandwidth[tau, source][None, :]
+                    + traffic[:, 2:3] * links.send_latency[tau, source][None, :]
+                    + traffic[:, 3:4] / links.send_bandwidth[tau, source][None, :]
+                )
+                own = compute[:, tau][:, None]
+                cost = np.maximum(own, comm) if self.instance.options.overlap else own + comm
+                cost[cost > cap] = np.inf
+                value = combine(row[source][None, :], cost)
                 current = best[js[:, None], target[None, :]]
                 better = value < current
                 if not better.any():
@@ -559,7 +591,7 @@ class IdealDP(Solver):
         for incumbent in _incumbents(instance, settings):
             best = _better(best, incumbent)
         cap = best[2].bottleneck * (1 + _TOLERANCE) if best else np.inf
-        finals, floor = dp.finals(), _links(instance, slowest=False)
+        finals, floor = dp.finals(), _links(instance, dp.lattice, slowest=False)
         try:
             values, parent, parent_vector = dp.run(
                 np.maximum, cap, _Clock(settings, "ideal-dp pass 1"), floor
@@ -585,8 +617,10 @@ class IdealDP(Solver):
         except _OutOfTime:
             pass
         best = _better(_placed(instance, dp, parent, parent_vector, vector, "ideal-dp"), best)
-        ceiling = _links(instance, slowest=True)
-        if not all(np.array_equal(f, c) for f, c in zip(floor, ceiling, strict=True)):
+        ceiling = _links(instance, dp.lattice, slowest=True)
+        if not all(
+            np.array_equal(x, y) for x, y in zip(vars(floor).values(), vars(ceiling).values(), strict=True)
+        ):
             try:  # the same DP charging the slowest links: its placement may evaluate better
                 upper, parent, parent_vector = dp.run(
                     np.maximum,
@@ -607,5 +641,6 @@ class IdealDP(Solver):
             " (a lower bound: communication is estimated from below unless links are uniform)",
             f"ideal-dp: returning the {best[0]} placement (the best evaluated of the DP's and heuristics')",
         ]
-        exact = best[2].bottleneck <= value * (1 + _TOLERANCE)
-        return Outcome(best[1], Status.OPTIMAL if exact else Status.FEASIBLE, value, tuple(notes))
+        if best[2].bottleneck <= value * (1 + _TOLERANCE):  # equal up to rounding: proven optimal
+            return Outcome(best[1], Status.OPTIMAL, min(value, best[2].bottleneck), tuple(notes))
+        return Outcome(best[1], Status.FEASIBLE, value, tuple(notes))
