@@ -162,6 +162,10 @@ class _Graph:
     producer: np.ndarray
     consumers: list[np.ndarray]
     size: np.ndarray
+    flat: np.ndarray  # every tensor's consumers, concatenated
+    starts: np.ndarray  # where each tensor's consumers start in ``flat``
+    count: np.ndarray  # how many consumers each tensor has
+    own_params: np.ndarray  # per op: bytes of the weights only it uses
     shared_users: list[np.ndarray]
     shared_size: np.ndarray
 
@@ -180,10 +184,19 @@ def _graph_arrays(instance: Instance) -> _Graph:
         for w in op.weights:
             users.setdefault(w, set()).add(v)
     shared = [w for w, us in users.items() if len(us) > 1]
+    own = np.zeros(len(graph.ops))
+    for w, us in users.items():
+        if len(us) == 1:
+            own[next(iter(us))] += graph.weights[w]
+    count = np.array([len(c) for c in consumers], dtype=np.int64)
     return _Graph(
         np.array(producer, dtype=np.int64),
         consumers,
         np.array(size, dtype=float),
+        np.concatenate(consumers) if consumers else np.empty(0, dtype=np.int64),
+        np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64),
+        count,
+        own,
         [np.array(sorted(users[w]), dtype=np.int64) for w in shared],
         np.array([graph.weights[w] for w in shared], dtype=float),
     )
@@ -216,17 +229,6 @@ def _tables(instance: Instance, unit_of: np.ndarray, ideals: list[int], arrays: 
     weighted = np.where(np.isfinite(times), times, np.inf)[:, None, :] * _work_weights(instance)[None, :, :]
     cheapest = weighted.min(axis=2)  # (n, Λ)
     cheapest = np.where(np.isfinite(cheapest), cheapest, 0.0)
-    single = np.zeros(n)
-    users: dict[str, set[int]] = {}
-    for v, op in enumerate(graph.ops):
-        for w in op.weights:
-            users.setdefault(w, set()).add(v)
-    for w, us in users.items():
-        if len(us) == 1:
-            single[next(iter(us))] += graph.weights[w]
-    ncons = np.array([len(c) for c in arrays.consumers], dtype=np.int64)
-    flat = np.concatenate(arrays.consumers) if arrays.consumers else np.empty(0, dtype=np.int64)
-    starts = np.concatenate([[0], np.cumsum(ncons)[:-1]]).astype(np.int64)
     nbytes = (units + 7) // 8
     packed, parts = [], {name: [] for name in ("time", "unsupported", "params", "out_b", "out_c", "fast")}
     for lo in range(0, len(ideals), _CHUNK):
@@ -237,11 +239,11 @@ def _tables(instance: Instance, unit_of: np.ndarray, ideals: list[int], arrays: 
         packed.append(np.packbits(ops[:, order], axis=1))
         parts["time"].append(ops @ finite)
         parts["unsupported"].append(ops @ (~np.isfinite(times)).astype(float))
-        parts["params"].append(ops @ single)
+        parts["params"].append(ops @ arrays.own_params)
         parts["fast"].append(ops @ cheapest)
         if len(arrays.producer):
-            inside = np.add.reduceat(ops[:, flat].astype(np.int64), starts, axis=1)
-            out = ops[:, arrays.producer] & (inside < ncons[None, :])
+            inside = np.add.reduceat(ops[:, arrays.flat].astype(np.int64), arrays.starts, axis=1)
+            out = ops[:, arrays.producer] & (inside < arrays.count[None, :])
             parts["out_b"].append(out @ arrays.size)
             parts["out_c"].append(out.sum(axis=1).astype(float))
         else:
@@ -389,22 +391,14 @@ class _DP:
         self.sorted_work = work[self.by_work, -1]
         self.room, self.room_next = _rooms(instance, self.lattice, _work_weights(instance))
 
-    def _prune(self, row: np.ndarray, ideal: int, cap: float) -> None:
-        """Drop states whose remaining work cannot fit on the remaining stages under ``cap``."""
-        rest = self.tables.work[self.full] - self.tables.work[ideal]  # (Λ,)
-        limit = _scaled(cap, self.room) * (1 + _TOLERANCE)
-        row[(rest[:, None] > limit + 1e-300).any(axis=0)] = np.inf
-
-    def _candidates(self, ideal: int, cap: float, live: np.ndarray) -> np.ndarray:
+    def _candidates(self, ideal: int, cap: float, rest_limit: np.ndarray) -> np.ndarray:
         """Strict supersets ``J`` whose stage could fit under ``cap`` and leave coverable work.
 
         A stage on type τ has ``Σ_v t_τ(v) ≤ cap``, so its weighted work is at most ``cap``
-        (weights are at most 1); the work left after it must fit the rooms of the next state.
+        (weights are at most 1); the work left after it must be at most ``rest_limit[λ]``.
         """
         work = self.tables.work
-        after = self.room_next[:, live].max(axis=1)  # (Λ,)
         slack = _TOLERANCE * max(float(work[self.full].max()), 1e-300)
-        rest_limit = _scaled(cap, after)
         low = max(work[ideal, -1], work[self.full, -1] - rest_limit[-1]) - slack
         high = work[ideal, -1] + cap + slack
         window = self.by_work[
@@ -426,10 +420,11 @@ class _DP:
         inside = t.row(ideal)
         recv_b, recv_c = np.zeros(len(js)), np.zeros(len(js))
         sent_b, sent_c = t.out_bytes[js].copy(), t.out_count[js].copy()
-        for x in np.flatnonzero(inside[a.producer]):  # tensors leaving ``ideal``...
+        leaving = np.zeros(0, dtype=bool)
+        if len(a.producer):
+            leaving = inside[a.producer] & (np.add.reduceat(inside[a.flat], a.starts) < a.count)
+        for x in np.flatnonzero(leaving):  # tensors leaving ``ideal``...
             outside = a.consumers[x][~inside[a.consumers[x]]]
-            if not len(outside):
-                continue
             taken = t.member(js, outside)
             got = taken.any(axis=1)  # ...received by the stage
             recv_b += got * a.size[x]
@@ -463,18 +458,23 @@ class _DP:
         best[0, 0] = 0.0
         parent = np.full((count, lattice.size), -1, dtype=np.int64)
         parent_vector = np.full((count, lattice.size), -1, dtype=np.int64)
+        work_limit = _scaled(cap, self.room) * (1 + _TOLERANCE) + 1e-300
+        next_limit = _scaled(cap, self.room_next)
         for ideal in range(count - 1):
             clock.tick(ideal, count)
             row = best[ideal]
-            self._prune(row, ideal, cap)
+            rest = t.work[self.full] - t.work[ideal]  # drop states whose rest cannot fit under cap
+            row[(rest[:, None] > work_limit).any(axis=0)] = np.inf
             live = np.isfinite(row)
             if not live.any():
                 continue
-            js = self._candidates(ideal, cap, live)
+            js = self._candidates(ideal, cap, next_limit[:, live].max(axis=1))
             if not len(js):
                 continue
             self.pairs += len(js)
             compute, traffic = self._stage_parts(ideal, js)
+            block, block_parent, block_vector = best[js], parent[js], parent_vector[js]
+            changed = False
             for tau, (source, target) in enumerate(lattice.moves):
                 keep = live[source]
                 if not keep.any() or not np.isfinite(compute[:, tau]).any():
@@ -490,17 +490,16 @@ class _DP:
                 cost = np.maximum(own, comm) if self.instance.options.overlap else own + comm
                 cost[cost > cap] = np.inf
                 value = combine(row[source][None, :], cost)
-                current = best[js[:, None], target[None, :]]
+                current = block[:, target]
                 better = value < current
                 if not better.any():
                     continue
-                best[js[:, None], target[None, :]] = np.where(better, value, current)
-                parent[js[:, None], target[None, :]] = np.where(
-                    better, ideal, parent[js[:, None], target[None, :]]
-                )
-                parent_vector[js[:, None], target[None, :]] = np.where(
-                    better, source[None, :], parent_vector[js[:, None], target[None, :]]
-                )
+                changed = True
+                block[:, target] = np.where(better, value, current)
+                block_parent[:, target] = np.where(better, ideal, block_parent[:, target])
+                block_vector[:, target] = np.where(better, source[None, :], block_vector[:, target])
+            if changed:
+                best[js], parent[js], parent_vector[js] = block, block_parent, block_vector
         return best, parent, parent_vector
 
     def finals(self) -> np.ndarray:
