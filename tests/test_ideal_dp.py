@@ -26,7 +26,7 @@ TIGHT_TYPES = {  # weights average 2 GB an op: memory binds on 8-op graphs
 }
 RELATIVE = 1e-9
 
-cases = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+cases = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _instance(hosts: list[dict], seed, n, k, p, overlap, shared, mode) -> partition.Instance:
