@@ -156,3 +156,16 @@ def test_real_model_beats_or_matches_order_dp(model: str) -> None:
     exact = partition.solve(uniform, "ideal-dp")
     assert exact.status is partition.Status.OPTIMAL
     assert exact.bottleneck <= partition.solve(uniform, "order-dp").bottleneck * (1 + RELATIVE)
+
+
+def test_refuses_too_many_ideals_and_honours_the_time_limit(monkeypatch) -> None:
+    antichain = nx.DiGraph()
+    antichain.add_nodes_from(range(12))
+    wide = partition.make_instance(antichain, "homo-4a100", 2)
+    monkeypatch.setattr("partition.solvers.ideal_dp.IDEAL_LIMIT", 1000)
+    with pytest.raises(partition.SolverError, match="more than 1000 ideals"):
+        partition.solve(wide, "ideal-dp")
+    instance = partition.make_instance(LIGHT / "light_squeezenet.onnx", "hetero-2h100-4a100-2l4", 4)
+    hurried = partition.solve(instance, "ideal-dp", time_limit=1e-9)
+    assert hurried.placement is not None and hurried.status is partition.Status.FEASIBLE
+    assert "time limit reached" in hurried.notes[0]
