@@ -308,13 +308,11 @@ def _rooms(instance: Instance, lattice: _Lattice, weights: np.ndarray) -> tuple[
 
 @dataclass(frozen=True, eq=False)
 class _Links:
-    """Latency and bandwidth charged to a stage of type τ entered from lattice vector ``c``
-    (``[τ, c]``): receiving from the types already in use, sending to the types still free."""
+    """``per_unit[τ, :, c]``: seconds per (tensor received, byte received, tensor sent, byte
+    sent) charged to a stage of type τ entered from lattice vector ``c`` — the latency and
+    inverse bandwidth of links to the types already in use (received) or still free (sent)."""
 
-    recv_latency: np.ndarray
-    recv_bandwidth: np.ndarray
-    send_latency: np.ndarray
-    send_bandwidth: np.ndarray
+    per_unit: np.ndarray
 
 
 def _links(instance: Instance, lattice: _Lattice, *, slowest: bool) -> _Links:
@@ -340,7 +338,10 @@ def _links(instance: Instance, lattice: _Lattice, *, slowest: bool) -> _Links:
                 if partners.any():
                     charged[side][t, c] = pick_latency.reduce(latency[t, partners])
                     charged[side + 1][t, c] = pick_bandwidth.reduce(bandwidth[t, partners])
-    return _Links(*(np.nan_to_num(x, nan=0.0 if i % 2 == 0 else np.inf) for i, x in enumerate(charged)))
+    latency_in, bandwidth_in, latency_out, bandwidth_out = (
+        np.nan_to_num(x, nan=0.0 if i % 2 == 0 else np.inf) for i, x in enumerate(charged)
+    )
+    return _Links(np.stack([latency_in, 1 / bandwidth_in, latency_out, 1 / bandwidth_out], axis=1))
 
 
 def _scaled(cap: float, room: np.ndarray) -> np.ndarray:
@@ -449,23 +450,30 @@ class _DP:
         return compute, np.column_stack([recv_c, recv_b, sent_c, sent_b])
 
     def run(
-        self, combine, cap: float, clock: _Clock, links: _Links
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``F[ideal, c]`` with every stage ``≤ cap``, and back-pointers (ideal, vector)."""
+        self, cap: float, clock: _Clock, tracks: list[tuple]
+    ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """For each track ``(combine, links)``: ``F[ideal, c]`` with every stage ``≤ cap``, and
+        back-pointers (ideal, vector). Tracks share the candidates and stage parts of each ideal."""
         t, lattice = self.tables, self.lattice
         count = len(t.work)
-        best = np.full((count, lattice.size), np.inf)
-        best[0, 0] = 0.0
-        parent = np.full((count, lattice.size), -1, dtype=np.int64)
-        parent_vector = np.full((count, lattice.size), -1, dtype=np.int64)
+        tables = []
+        for _ in tracks:
+            best = np.full((count, lattice.size), np.inf)
+            best[0, 0] = 0.0
+            tables.append(
+                (best, np.full(best.shape, -1, dtype=np.int64), np.full(best.shape, -1, dtype=np.int64))
+            )
         work_limit = _scaled(cap, self.room) * (1 + _TOLERANCE) + 1e-300
         next_limit = _scaled(cap, self.room_next)
         for ideal in range(count - 1):
             clock.tick(ideal, count)
-            row = best[ideal]
             rest = t.work[self.full] - t.work[ideal]  # drop states whose rest cannot fit under cap
-            row[(rest[:, None] > work_limit).any(axis=0)] = np.inf
-            live = np.isfinite(row)
+            hopeless = (rest[:, None] > work_limit).any(axis=0)
+            lives = []
+            for best, _, _ in tables:
+                best[ideal, hopeless] = np.inf
+                lives.append(np.isfinite(best[ideal]))
+            live = np.logical_or.reduce(lives)
             if not live.any():
                 continue
             js = self._candidates(ideal, cap, next_limit[:, live].max(axis=1))
@@ -473,34 +481,42 @@ class _DP:
                 continue
             self.pairs += len(js)
             compute, traffic = self._stage_parts(ideal, js)
-            block, block_parent, block_vector = best[js], parent[js], parent_vector[js]
-            changed = False
-            for tau, (source, target) in enumerate(lattice.moves):
-                keep = live[source]
-                if not keep.any() or not np.isfinite(compute[:, tau]).any():
-                    continue
-                source, target = source[keep], target[keep]
-                comm = (
-                    traffic[:, 0:1] * links.recv_latency[tau, source][None, :]
-                    + traffic[:, 1:2] / links.recv_bandwidth[tau, source][None, :]
-                    + traffic[:, 2:3] * links.send_latency[tau, source][None, :]
-                    + traffic[:, 3:4] / links.send_bandwidth[tau, source][None, :]
-                )
-                own = compute[:, tau][:, None]
-                cost = np.maximum(own, comm) if self.instance.options.overlap else own + comm
-                cost[cost > cap] = np.inf
-                value = combine(row[source][None, :], cost)
-                current = block[:, target]
-                better = value < current
-                if not better.any():
-                    continue
-                changed = True
-                block[:, target] = np.where(better, value, current)
-                block_parent[:, target] = np.where(better, ideal, block_parent[:, target])
-                block_vector[:, target] = np.where(better, source[None, :], block_vector[:, target])
-            if changed:
-                best[js], parent[js], parent_vector[js] = block, block_parent, block_vector
-        return best, parent, parent_vector
+            for (combine, links), (best, parent, parent_vector), mine in zip(
+                tracks, tables, lives, strict=True
+            ):
+                if mine.any():
+                    self._relax(
+                        ideal, js, compute, traffic, combine, links, cap, mine, best, parent, parent_vector
+                    )
+        return tables
+
+    def _relax(
+        self, ideal, js, compute, traffic, combine, links, cap, live, best, parent, parent_vector
+    ) -> None:
+        """Extend every live state of ``ideal`` by the stages ``js \\ ideal`` on every type."""
+        block, block_parent, block_vector = best[js], parent[js], parent_vector[js]
+        row = best[ideal]
+        changed = False
+        for tau, (source, target) in enumerate(self.lattice.moves):
+            keep = live[source]
+            if not keep.any() or not np.isfinite(compute[:, tau]).any():
+                continue
+            source, target = source[keep], target[keep]
+            comm = traffic @ links.per_unit[tau][:, source]
+            own = compute[:, tau][:, None]
+            cost = np.maximum(own, comm) if self.instance.options.overlap else own + comm
+            cost[cost > cap] = np.inf
+            value = combine(row[source][None, :], cost)
+            current = block[:, target]
+            better = value < current
+            if not better.any():
+                continue
+            changed = True
+            block[:, target] = np.where(better, value, current)
+            block_parent[:, target] = np.where(better, ideal, block_parent[:, target])
+            block_vector[:, target] = np.where(better, source[None, :], block_vector[:, target])
+        if changed:
+            best[js], parent[js], parent_vector[js] = block, block_parent, block_vector
 
     def finals(self) -> np.ndarray:
         """Lattice vectors that end a placement (``|c| = k`` with exact stages)."""
@@ -591,14 +607,19 @@ class IdealDP(Solver):
             best = _better(best, incumbent)
         cap = best[2].bottleneck * (1 + _TOLERANCE) if best else np.inf
         finals, floor = dp.finals(), _links(instance, dp.lattice, slowest=False)
+        ceiling = _links(instance, dp.lattice, slowest=True)
+        tracks = [(np.maximum, floor)]
+        if not np.array_equal(floor.per_unit, ceiling.per_unit):
+            tracks.append(
+                (np.maximum, ceiling)
+            )  # charging the slowest links: no bound, maybe a better placement
         try:
-            values, parent, parent_vector = dp.run(
-                np.maximum, cap, _Clock(settings, "ideal-dp pass 1"), floor
-            )
+            runs = dp.run(cap, _Clock(settings, "ideal-dp pass 1"), tracks)
         except _OutOfTime as stop:
             if best is None:
                 return Outcome(None, Status.NO_SOLUTION, 0.0, (str(stop),))
             return Outcome(best[1], Status.FEASIBLE, 0.0, (f"{stop}; returning the {best[0]} placement",))
+        values, parent, parent_vector = runs[0]
         value = float(values[dp.full, finals].min()) if len(finals) else np.inf
         if not np.isfinite(value):
             return Outcome(
@@ -607,32 +628,21 @@ class IdealDP(Solver):
                 np.inf,
                 ("ideal-dp: no placement fits the devices' memory and op support (every placement checked)",),
             )
+        if len(runs) > 1 and np.isfinite(runs[1][0][dp.full, finals].min()):
+            upper, up_parent, up_vector = runs[1]
+            vector = int(finals[np.argmin(upper[dp.full, finals])])
+            best = _better(
+                best, _placed(instance, dp, up_parent, up_vector, vector, "ideal-dp (slowest links)")
+            )
         vector = int(finals[np.argmin(values[dp.full, finals])])
         try:  # tie-break by the sum of stage times, then fewer stages
-            sums, parent, parent_vector = dp.run(
-                np.add, value * (1 + _TOLERANCE) + 1e-300, _Clock(settings, "ideal-dp pass 2"), floor
+            ((sums, parent, parent_vector),) = dp.run(
+                value * (1 + _TOLERANCE) + 1e-300, _Clock(settings, "ideal-dp pass 2"), [(np.add, floor)]
             )
             vector = int(min(finals, key=lambda c: (sums[dp.full, c], dp.lattice.used[c])))
         except _OutOfTime:
             pass
         best = _better(_placed(instance, dp, parent, parent_vector, vector, "ideal-dp"), best)
-        ceiling = _links(instance, dp.lattice, slowest=True)
-        if not all(
-            np.array_equal(x, y) for x, y in zip(vars(floor).values(), vars(ceiling).values(), strict=True)
-        ):
-            try:  # the same DP charging the slowest links: its placement may evaluate better
-                upper, parent, parent_vector = dp.run(
-                    np.maximum,
-                    best[2].bottleneck if best else np.inf,
-                    _Clock(settings, "ideal-dp slow-link pass"),
-                    ceiling,
-                )
-                if np.isfinite(upper[dp.full, finals].min()):
-                    vector = int(finals[np.argmin(upper[dp.full, finals])])
-                    placed = _placed(instance, dp, parent, parent_vector, vector, "ideal-dp (slowest links)")
-                    best = _better(best, placed)
-            except _OutOfTime:
-                pass
         if best is None:
             return Outcome(None, Status.NO_SOLUTION, value, ("ideal-dp: no device assignment is valid",))
         notes = [
