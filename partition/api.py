@@ -21,9 +21,11 @@ from .evaluator import evaluate
 from .graph import Op, OpGraph, Tensor
 from .instance import CommMode, Instance, Options, build_instance, load_instance
 from .placement import Result, Status
-from .solvers import Settings, get_solver
+from .solvers import Settings, get_solver, solver_names
+from .solvers.ideal_dp import ideal_count
 
 _OPTIMALITY_TOLERANCE = 1e-6
+_AUTO_IDEAL_LIMIT = 5_000  # ideal-dp takes ~15 s at 2 700 ideals and grows about quadratically
 
 
 def graph_from_networkx(graph: nx.DiGraph, name: str = "graph") -> OpGraph:
@@ -125,6 +127,16 @@ def infeasibility_reason(instance: Instance) -> str | None:
     return None
 
 
+def _choose_solver(instance: Instance) -> tuple[str, str]:
+    """The solver ``auto`` runs, and why: the exact ideal DP when the graph has few enough
+    ideals, else CP-SAT (which warm-starts from the order DP) when installed, else the order DP."""
+    count = ideal_count(instance, _AUTO_IDEAL_LIMIT)
+    if count is not None:
+        return "ideal-dp", f"auto: ideal-dp ({count} ideals)"
+    fallback = "cp-sat" if "cp-sat" in solver_names() else "order-dp"
+    return fallback, f"auto: {fallback} (more than {_AUTO_IDEAL_LIMIT} ideals, too many for ideal-dp)"
+
+
 def solve(
     instance: Instance,
     solver: str = "auto",
@@ -140,7 +152,7 @@ def solve(
     and raises :class:`SolverError`. The reported bound is the best of the solver's own and
     the trivial bounds, and the status is ``optimal`` only when the bottleneck meets it.
     """
-    name = "order-dp" if solver == "auto" else solver
+    name, why = _choose_solver(instance) if solver == "auto" else (solver, None)
     implementation = get_solver(name)
     settings = Settings(time_limit=time_limit, seed=seed, threads=threads, progress=progress)
     limit = implementation.capabilities.max_ops
@@ -163,10 +175,11 @@ def solve(
             notes=(reason,),
         )
     outcome = implementation.solve(instance, settings)
+    notes = (why, *outcome.notes) if why else outcome.notes
     wall = time.perf_counter() - started
     bound = max(bound, outcome.lower_bound)
     if outcome.placement is None:
-        return Result(instance.name, outcome.status, name, recorded, wall, bound, notes=outcome.notes)
+        return Result(instance.name, outcome.status, name, recorded, wall, bound, notes=notes)
     evaluation = evaluate(instance, outcome.placement)
     if not evaluation.valid:
         raise SolverError(f"solver {name!r} returned an invalid placement: {evaluation.violations[0]}")
@@ -175,9 +188,7 @@ def solve(
         status = Status.OPTIMAL
     elif status is Status.OPTIMAL and implementation.capabilities.scope.value != "global":
         status = Status.FEASIBLE
-    return Result(
-        instance.name, status, name, recorded, wall, bound, outcome.placement, evaluation, outcome.notes
-    )
+    return Result(instance.name, status, name, recorded, wall, bound, outcome.placement, evaluation, notes)
 
 
 def require_solution(result: Result) -> Result:

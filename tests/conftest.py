@@ -25,8 +25,13 @@ def random_dag_instance(
     overlap: bool = False,
     edge_probability: float = 0.3,
     memory: float | None = None,
+    shared_outputs: bool = False,
 ) -> partition.Instance:
-    """A random DAG with random FLOPs/bytes/params on a cluster of the given hosts."""
+    """A random DAG with random FLOPs/bytes/params on a cluster of the given hosts.
+
+    Each edge is its own tensor, unless ``shared_outputs``: then each op has one output tensor
+    read by all its successors (so a cut tensor can have several destination stages).
+    """
     rng = np.random.default_rng(seed)
     dag = nx.DiGraph()
     for v in range(num_ops):
@@ -50,8 +55,18 @@ def random_dag_instance(
             "small": {"peak_flops": {"fp32": 10e12}, "memory_bandwidth": 1e12, "memory": memory}
         }
     cluster = partition.parse_cluster(document)
+    graph = partition.graph_from_networkx(dag, f"random-{seed}")
+    if shared_outputs:
+        outputs: dict[str, list[partition.Tensor]] = {}
+        for tensor in graph.tensors:
+            outputs.setdefault(tensor.producer, []).append(tensor)
+        tensors = tuple(
+            partition.Tensor(f"{p}.out", ts[0].bytes, p, tuple(c for t in ts for c in t.consumers))
+            for p, ts in outputs.items()
+        )
+        graph = partition.OpGraph(graph.name, graph.ops, tensors, graph.weights)
     return partition.make_instance(
-        partition.graph_from_networkx(dag, f"random-{seed}"),
+        graph,
         cluster,
         stages,
         comm_mode=comm_mode,

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from ..errors import SolverError
 from .base import Capabilities, Outcome, Scope, Settings, Solver
+from .baselines import BalancedParams, BalancedTime, SingleDevice, Uniform
+from .brute_force import BruteForce
+from .ideal_dp import IdealDP
 from .order_dp import OrderDP
 
-_REGISTRY: dict[str, type[Solver]] = {cls.name: cls for cls in (OrderDP,)}
+_REGISTRY: dict[str, type[Solver]] = {
+    cls.name: cls
+    for cls in (OrderDP, BruteForce, IdealDP, Uniform, BalancedParams, BalancedTime, SingleDevice)
+}
 
 
 def solver_names() -> list[str]:

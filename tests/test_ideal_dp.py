@@ -1,0 +1,171 @@
+"""The ideal DP against brute force over every placement, on random DAGs and real models."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import networkx as nx
+import pytest
+from conftest import LIGHT, random_dag_instance
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import partition
+from partition.api import _choose_solver
+from partition.solvers.ideal_dp import ideal_count
+
+ONE_HOST = [{"name": "h0", "devices": {"H100-SXM": 2, "A100-80GB": 2}, "intra_link": "pcie4"}]
+TWO_HOSTS = [
+    {"name": "h0", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"},
+    {"name": "h1", "devices": {"A100-40GB": 1, "H100-SXM": 1}, "intra_link": "pcie4"},
+]
+TIGHT = [{"name": "h0", "devices": {"small": 2, "tiny": 2}, "intra_link": "pcie4"}]
+TIGHT_TYPES = {  # weights average 2 GB an op: memory binds on 8-op graphs
+    "small": {"peak_flops": {"fp32": 10e12}, "memory_bandwidth": 1e12, "memory": 12e9},
+    "tiny": {"peak_flops": {"fp32": 20e12}, "memory_bandwidth": 2e12, "memory": 7e9},
+}
+RELATIVE = 1e-9
+
+cases = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _instance(hosts: list[dict], seed, n, k, p, overlap, shared, mode) -> partition.Instance:
+    instance = random_dag_instance(
+        seed,
+        n,
+        hosts=ONE_HOST if hosts is TIGHT else hosts,
+        stages=k,
+        edge_probability=p,
+        overlap=overlap,
+        shared_outputs=shared,
+        comm_mode=mode,
+    )
+    if hosts is not TIGHT:
+        return instance
+    cluster = partition.parse_cluster({"hosts": TIGHT, "device_types": TIGHT_TYPES})
+    return partition.build_instance(instance.graph, cluster, instance.options)
+
+
+def _instances(hosts: list[dict], comm_mode: str | None = None):
+    return st.builds(
+        lambda *args: _instance(hosts, *args),
+        st.integers(0, 10_000),
+        st.integers(2, 8),
+        st.integers(1, 4),
+        st.sampled_from([0.05, 0.3, 0.6]),
+        st.booleans(),
+        st.booleans(),
+        st.just(comm_mode) if comm_mode else st.sampled_from(["once", "per-destination"]),
+    )
+
+
+@cases
+@given(st.one_of(_instances(ONE_HOST, "once"), _instances(TIGHT, "once")))
+def test_equals_brute_force_when_links_are_uniform_and_mode_once(instance: partition.Instance) -> None:
+    # One host (every link the same) and 'once' accounting: the DP's communication is exact,
+    # and so is its memory, which binds on the devices of TIGHT.
+    exact = partition.solve(instance, "brute-force")
+    dp = partition.solve(instance, "ideal-dp")
+    assert dp.status is exact.status
+    if exact.placement is None:
+        return
+    assert dp.status is partition.Status.OPTIMAL
+    assert dp.bottleneck == pytest.approx(exact.bottleneck, rel=RELATIVE)
+    assert dp.lower_bound == pytest.approx(exact.bottleneck, rel=RELATIVE)
+    assert dp.evaluation.latency <= exact.evaluation.latency * (1 + RELATIVE)  # the tie rule
+
+
+@cases
+@given(st.one_of(_instances(TWO_HOSTS), _instances(ONE_HOST, "per-destination"), _instances(TIGHT)))
+def test_brackets_the_optimum_in_general(instance: partition.Instance) -> None:
+    # Two hosts, several destinations per tensor, tight memory: bound ≤ optimum ≤ returned.
+    exact = partition.solve(instance, "brute-force")
+    dp = partition.solve(instance, "ideal-dp")
+    if exact.placement is None:
+        assert dp.status is partition.Status.INFEASIBLE
+        return
+    assert dp.placement is not None and dp.evaluation.valid
+    assert dp.lower_bound <= exact.bottleneck * (1 + RELATIVE)
+    assert exact.bottleneck <= dp.bottleneck * (1 + RELATIVE)
+    if dp.status is partition.Status.OPTIMAL:
+        assert dp.bottleneck == pytest.approx(exact.bottleneck, rel=RELATIVE)
+    order = partition.solve(instance, "order-dp")
+    assert order.placement is None or dp.bottleneck <= order.bottleneck * (1 + RELATIVE)
+
+
+def test_colocation_and_exact_stages() -> None:
+    instance = random_dag_instance(3, 8, hosts=ONE_HOST, stages=4, comm_mode="once", edge_probability=0.1)
+    free = partition.solve(instance, "ideal-dp").placement
+    assert free is not None and free.num_stages > 1
+    # Colocate the first and last op: every op on a path between them joins their stage.
+    group = (instance.graph.ops[0].id, instance.graph.ops[-1].id)
+    colocated = instance.with_options(colocate=(group,))
+    dp = partition.solve(colocated, "ideal-dp")
+    exact = partition.solve(colocated, "brute-force")
+    assert dp.placement.stage_of[0] == dp.placement.stage_of[-1]
+    assert dp.bottleneck == pytest.approx(exact.bottleneck, rel=RELATIVE)
+    four = partition.solve(instance.with_options(exact_stages=True), "ideal-dp")
+    assert four.placement.num_stages == 4
+    assert four.bottleneck == pytest.approx(
+        partition.solve(instance.with_options(exact_stages=True), "brute-force").bottleneck, rel=RELATIVE
+    )
+
+
+def test_proves_infeasibility() -> None:
+    hopeless = random_dag_instance(7, 6, hosts=[{"devices": {"small": 4}}], stages=4, memory=1e9)
+    dp = partition.get_solver("ideal-dp").solve(hopeless, partition.solvers.Settings())
+    assert dp.status is partition.Status.INFEASIBLE and dp.placement is None
+
+
+def test_shared_weights_are_counted_once_per_stage() -> None:
+    instance = _instance(TIGHT, 11, 7, 3, 0.3, False, False, "once")
+    ops = tuple(replace(op, weights=("shared",)) if i % 2 else op for i, op in enumerate(instance.graph.ops))
+    weights = {**instance.graph.weights, "shared": 3e9}
+    graph = partition.OpGraph(instance.graph.name, ops, instance.graph.tensors, weights)
+    shared = partition.build_instance(graph, instance.cluster, instance.options)
+    exact = partition.solve(shared, "brute-force")
+    dp = partition.solve(shared, "ideal-dp")
+    assert dp.status is exact.status
+    if exact.placement is not None:
+        assert dp.lower_bound <= exact.bottleneck * (1 + RELATIVE) <= dp.bottleneck * (1 + RELATIVE) ** 2
+
+
+def test_ideal_count_and_auto_choice() -> None:
+    chain = partition.make_instance(nx.path_graph(30, create_using=nx.DiGraph), "homo-4a100", 4)
+    assert ideal_count(chain) == 31
+    antichain = nx.DiGraph()
+    antichain.add_nodes_from(range(15))
+    wide = partition.make_instance(antichain, "homo-4a100", 2)
+    assert ideal_count(wide) == 2**15
+    assert ideal_count(wide, limit=1000) is None
+    assert _choose_solver(chain)[0] == "ideal-dp"
+    assert _choose_solver(wide)[0] in ("cp-sat", "order-dp")
+    result = partition.solve(chain, "auto")
+    assert result.solver == "ideal-dp" and result.notes[0].startswith("auto: ideal-dp")
+
+
+@pytest.mark.parametrize("model", ["light_squeezenet", "light_resnet50"])
+def test_real_model_beats_or_matches_order_dp(model: str) -> None:
+    instance = partition.make_instance(LIGHT / f"{model}.onnx", "hetero-2h100-4a100-2l4", 4)
+    dp = partition.solve(instance, "ideal-dp")
+    order = partition.solve(instance, "order-dp")
+    assert dp.placement is not None and dp.evaluation.valid
+    assert dp.lower_bound <= dp.bottleneck <= order.bottleneck * (1 + RELATIVE)
+    # One host with one link type and 'once' accounting: the DP is exact on the real model.
+    uniform = partition.make_instance(LIGHT / f"{model}.onnx", "homo-4a100", 4, comm_mode="once")
+    exact = partition.solve(uniform, "ideal-dp")
+    assert exact.status is partition.Status.OPTIMAL
+    assert exact.bottleneck <= partition.solve(uniform, "order-dp").bottleneck * (1 + RELATIVE)
+
+
+def test_refuses_too_many_ideals_and_honours_the_time_limit(monkeypatch) -> None:
+    antichain = nx.DiGraph()
+    antichain.add_nodes_from(range(12))
+    wide = partition.make_instance(antichain, "homo-4a100", 2)
+    monkeypatch.setattr("partition.solvers.ideal_dp.IDEAL_LIMIT", 1000)
+    with pytest.raises(partition.SolverError, match="more than 1000 ideals"):
+        partition.solve(wide, "ideal-dp")
+    instance = partition.make_instance(LIGHT / "light_squeezenet.onnx", "hetero-2h100-4a100-2l4", 4)
+    hurried = partition.solve(instance, "ideal-dp", time_limit=1e-9)
+    assert hurried.placement is not None and hurried.status is partition.Status.FEASIBLE
+    assert "time limit reached" in hurried.notes[0]
