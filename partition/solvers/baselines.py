@@ -24,7 +24,7 @@ from abc import abstractmethod
 
 import numpy as np
 
-from ..evaluate import evaluate
+from ..evaluator import evaluate
 from ..instance import Instance
 from ..placement import Placement, Status
 from ._devices import device_classes

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..evaluate import evaluate
+from ..evaluator import evaluate
 from ..instance import Instance
 from ..placement import Placement, Status
 from ._devices import device_classes, device_sequences

@@ -53,7 +53,7 @@ import networkx as nx
 import numpy as np
 
 from ..errors import SolverError
-from ..evaluate import evaluate
+from ..evaluator import evaluate
 from ..instance import Instance
 from ..placement import Evaluation, Placement, Status
 from ._devices import device_classes, device_sequences
