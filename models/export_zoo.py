@@ -252,16 +252,20 @@ def mixtral_moe() -> Spec:
     return Spec("MixtralForCausalLM", _wrap(model, inputs, lambda o: o.logits), inputs, _diff(config))
 
 
-class _DoubleConv(nn.Sequential):
-    def __init__(self, cin: int, cout: int) -> None:
-        super().__init__(
-            nn.Conv2d(cin, cout, 3, padding=1, bias=False),
-            nn.BatchNorm2d(cout),
-            nn.ReLU(inplace=True),
-            nn.Conv2d(cout, cout, 3, padding=1, bias=False),
-            nn.BatchNorm2d(cout),
-            nn.ReLU(inplace=True),
-        )
+class _DoubleConv(nn.Module):
+    """(3×3 conv → batch norm → ReLU) twice; named children, so module paths read as layers."""
+
+    def __init__(self, cin: int, cout: int, pool: bool = False) -> None:
+        super().__init__()
+        self.pool = nn.MaxPool2d(2) if pool else nn.Identity()
+        self.conv1 = nn.Conv2d(cin, cout, 3, padding=1, bias=False)
+        self.norm1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+        self.norm2 = nn.BatchNorm2d(cout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.norm1(self.conv1(self.pool(x))))
+        return torch.relu(self.norm2(self.conv2(x)))
 
 
 class _Up(nn.Module):
@@ -292,21 +296,22 @@ class UNet(nn.Module):
     def __init__(self, channels: int = 3, classes: int = 2, width: int = 64) -> None:
         super().__init__()
         w = [width * 2**i for i in range(5)]
-        self.inc = _DoubleConv(channels, w[0])
-        self.down = nn.ModuleList(
-            nn.Sequential(nn.MaxPool2d(2), _DoubleConv(w[i], w[i + 1])) for i in range(4)
+        self.encoder = nn.ModuleList(
+            [_DoubleConv(channels, w[0]), *(_DoubleConv(w[i], w[i + 1], pool=True) for i in range(4))]
         )
-        self.up = nn.ModuleList(_Up(w[4 - i], w[3 - i], bilinear=i == 0) for i in range(4))
-        self.outc = nn.Conv2d(w[0], classes, 1)
+        self.decoder = nn.ModuleList(_Up(w[4 - i], w[3 - i], bilinear=i == 0) for i in range(4))
+        self.head = nn.Conv2d(w[0], classes, 1)
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
-        skips = [self.inc(image)]
-        for down in self.down:
-            skips.append(down(skips[-1]))
-        x = skips.pop()
-        for up in self.up:
+        skips = []
+        x = image
+        for level in self.encoder:
+            x = level(x)
+            skips.append(x)
+        skips.pop()
+        for up in self.decoder:
             x = up(x, skips.pop())
-        return self.outc(x)
+        return self.head(x)
 
 
 def unet() -> Spec:
@@ -329,12 +334,21 @@ ZOO: dict[str, Callable[[], Spec]] = {
 
 
 def _matmul_gflops(spec: Spec) -> float:
-    """GFLOPs of matmuls and convolutions in one forward pass, counted by torch (not by us)."""
+    """GFLOPs of matmuls and convolutions in one forward pass, counted by torch (not by us).
+
+    Meta-device models run under a fake-tensor mode: shapes propagate, nothing is computed, and
+    library code that would read a value (``.item()``) sees a tracer and takes the traced path.
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.utils.flop_counter import FlopCounterMode
 
     counter = FlopCounterMode(display=False)
-    with torch.no_grad(), counter:
-        spec.module(*spec.inputs.values())
+    if spec.meta:
+        with FakeTensorMode(allow_non_fake_inputs=True) as mode, torch.no_grad(), counter:
+            spec.module(*(mode.from_tensor(t) for t in spec.inputs.values()))
+    else:
+        with torch.no_grad(), counter:
+            spec.module(*spec.inputs.values())
     return counter.get_total_flops() / 1e9
 
 
@@ -375,10 +389,13 @@ def _export(spec: Spec, name: str) -> onnx.ModelProto:
             input_names=list(spec.inputs),
             dynamo=True,
             external_data=True,
-            optimize=True,
+            optimize=not spec.meta,  # the optimizer's constant folding reads weight values
         )
-        if spec.meta:
+        if spec.meta:  # serialize directly: saving would try to read the (absent) weights
+            import onnx_ir as ir
+
             _drop_meta_data(program, f"{name}.weights")
+            return ir.serde.serialize_model(program.model)
         path = Path(tmp) / f"{name}.onnx"
         program.save(str(path), external_data=True)
         return onnx.load(str(path), load_external_data=False)

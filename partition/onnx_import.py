@@ -27,7 +27,8 @@ tensors their subgraphs read from the enclosing graph are inputs of the op.
 
 Op ids are the node name, or ``OpType_i`` (topological position) when it is empty, with a
 ``#n`` suffix on repeats. The module path comes from a ``/``-separated node name (torch's
-TorchScript exporter) or from the ``pkg.torch.onnx.name_scopes`` metadata of the dynamo exporter.
+TorchScript exporter) or from the ``pkg.torch.onnx.name_scopes`` metadata of the dynamo exporter;
+a node with neither (made by a graph optimizer) takes the module of its first input's producer.
 """
 
 from __future__ import annotations
@@ -168,12 +169,13 @@ def _shapes(graph: onnx.GraphProto) -> Known:
 
 
 def _unresolved(graph: onnx.GraphProto, known: Known) -> int:
-    """How many node outputs have no shape or an unknown dim (0: inference is complete)."""
+    """How many used tensors have no shape or an unknown dim (0: inference is complete)."""
+    used = {x for node in graph.node for x in _node_inputs(node)} | {v.name for v in graph.output}
     return sum(
         1
         for node in graph.node
         for x in node.output
-        if x and (x not in known or any(d is None for d in known[x][0]))
+        if x in used and (x not in known or any(d is None for d in known[x][0]))
     )
 
 
@@ -187,16 +189,30 @@ def _infer(model: onnx.ModelProto, where: str) -> onnx.ModelProto:
     if not missing:
         return inferred
     try:
-        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-
-        symbolic = SymbolicShapeInference.infer_shapes(model, auto_merge=True, guess_output_rank=False)
+        symbolic = _symbolic_shapes(model)
     except Exception as error:  # it raises bare Exceptions and asserts on models it cannot handle
         log.info("%s: onnxruntime symbolic shape inference failed (%s)", where, type(error).__name__)
         return inferred
-    if symbolic is None or _unresolved(symbolic.graph, _shapes(symbolic.graph)) >= missing:
+    if _unresolved(symbolic.graph, _shapes(symbolic.graph)) >= missing:
         return inferred
     log.info("%s: shapes completed by onnxruntime's symbolic shape inference", where)
     return symbolic
+
+
+def _symbolic_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """onnxruntime's symbolic shape inference, keeping what it resolved when it cannot finish.
+
+    Its ``infer_shapes`` entry point discards partial results and writes a debug file into the
+    working directory when some shape stays unknown; its own steps, run here, do neither.
+    """
+    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+    inference = SymbolicShapeInference(2**31 - 1, auto_merge=True, guess_output_rank=False, verbose=0)
+    inference._preprocess(model)
+    while inference.run_:
+        inference._infer_impl()
+    inference._update_output_from_vi()
+    return inference.out_mp_
 
 
 def _topological_nodes(graph: onnx.GraphProto, where: str) -> list[onnx.NodeProto]:
@@ -395,6 +411,7 @@ def import_onnx(source: str | Path | onnx.ModelProto, *, dims: dict[str, int] | 
     consumers: dict[str, list[str]] = {}
     activation_bytes: dict[str, float] = {}
     producers: dict[str, str] = {}
+    module_of: dict[str, str] = {}
     used_ids: Counter[str] = Counter()
     unknown_types: Counter[str] = Counter()
     for position, node in enumerate(nodes):
@@ -428,6 +445,8 @@ def import_onnx(source: str | Path | onnx.ModelProto, *, dims: dict[str, int] | 
         if counted is None:
             unknown_types[_op_type(node)] += 1
             counted = (OpClass.OTHER, 0.0)
+        # a node without a module path (one an optimizer made) joins its first input's producer
+        module = _module_path(node) or next((module_of[x] for x in activations if x in module_of), "")
         float_types = [known[x][1] for x in [*inputs, *outputs] if x in known]
         dtype = next((_DTYPE[t] for t in float_types if t in _DTYPE), "fp32")
         ops.append(
@@ -435,7 +454,7 @@ def import_onnx(source: str | Path | onnx.ModelProto, *, dims: dict[str, int] | 
                 id=op_id,
                 op_type=_op_type(node),
                 name=node.name,
-                module=_module_path(node),
+                module=module,
                 op_class=counted[0],
                 flops=counted[1],
                 bytes_read=sum(shapes.bytes(x, node) for x in activations)
@@ -452,6 +471,8 @@ def import_onnx(source: str | Path | onnx.ModelProto, *, dims: dict[str, int] | 
             activation_bytes[x] = shapes.bytes(x, node)
         for x in outputs:
             producers[x] = op_id
+            if module:
+                module_of[x] = module
     if not ops:
         raise ModelError(f"{where}: every node is constant; there is nothing to partition")
     if unknown_types:
