@@ -64,6 +64,7 @@ class Spec:
     config: dict = field(default_factory=dict)
     reference_parameters: float | None = None  # a published count, for the tests
     meta: bool = False  # built on the meta device: no weights materialised
+    dynamic: dict[str, dict[int, str]] = field(default_factory=dict)  # input → axis → dim name
 
 
 class _Outputs(nn.Module):
@@ -108,6 +109,13 @@ def gpt2() -> Spec:
     inputs = {"input_ids": _ids(1, 128, config.vocab_size)}
     model = GPT2LMHeadModel(config)
     return Spec("GPT2LMHeadModel", _wrap(model, inputs, lambda o: o.logits), inputs, _diff(config), 124.44e6)
+
+
+def gpt2_dynamic() -> Spec:
+    """GPT-2 with symbolic batch and sequence dims: the importer needs ``--dim batch=… seq=…``."""
+    spec = gpt2()
+    spec.dynamic = {"input_ids": {0: "batch", 1: "seq"}}
+    return spec
 
 
 def bert_base() -> Spec:
@@ -222,7 +230,8 @@ def _capacity_experts(
     flat = choice.reshape(tokens * top_k, experts)  # token-major, so earlier tokens win slots
     slot = (torch.cumsum(flat, dim=0) - 1.0) * flat  # (S·k, E): position within each expert
     kept = flat * (slot < capacity).to(hidden.dtype)
-    slots = nn.functional.one_hot(slot.long(), capacity).to(hidden.dtype) * kept.unsqueeze(-1)
+    slot = slot.clamp(max=capacity - 1).long()  # overflow positions are masked out by `kept`
+    slots = nn.functional.one_hot(slot, capacity).to(hidden.dtype) * kept.unsqueeze(-1)
     dispatch = slots.reshape(tokens, top_k, experts, capacity).sum(dim=1)  # (S, E, C)
     combine = (slots.reshape(tokens, top_k, experts, capacity) * top_k_weights[..., None, None]).sum(dim=1)
     expert_in = torch.einsum("sec,sh->ech", dispatch, hidden)
@@ -325,6 +334,7 @@ ZOO: dict[str, Callable[[], Spec]] = {
     "vit_b16": vit_b16,
     "bert_base": bert_base,
     "gpt2": gpt2,
+    "gpt2_dynamic": gpt2_dynamic,
     "unet": unet,
     "t5_small": t5_small,
     "clip_b32": clip_b32,
@@ -387,6 +397,7 @@ def _export(spec: Spec, name: str) -> onnx.ModelProto:
             spec.module,
             args,
             input_names=list(spec.inputs),
+            dynamic_axes=spec.dynamic or None,
             dynamo=True,
             external_data=True,
             optimize=not spec.meta,  # the optimizer's constant folding reads weight values
@@ -430,6 +441,8 @@ def export_one(name: str) -> dict:
     gflops = _matmul_gflops(spec)
     model = _strip(_export(spec, name), f"{name}.weights")
     out = HERE / f"{name}.onnx"
+    if spec.dynamic and not all(d.dim_param for v in model.graph.input for d in v.type.tensor_type.shape.dim):
+        raise SystemExit(f"{name}: the export did not keep the symbolic input dims")
     onnx.save(model, str(out))
     elapsed = time.perf_counter() - start
     entry = {
@@ -437,6 +450,7 @@ def export_one(name: str) -> dict:
         "architecture": spec.architecture,
         "config": spec.config,
         "inputs": {k: list(v.shape) for k, v in spec.inputs.items()},
+        "dims": {n: spec.inputs[k].shape[a] for k, axes in spec.dynamic.items() for a, n in axes.items()},
         "parameters": parameters,
         "parameter_bytes": parameter_bytes,
         "reference_parameters": spec.reference_parameters,

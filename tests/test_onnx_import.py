@@ -12,6 +12,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from partition.cli import main
 from partition.errors import ModelError
+from partition.flops import NodeShapes, op_cost
+from partition.graph import OpClass
 from partition.onnx_import import import_onnx
 
 F = TensorProto.FLOAT
@@ -299,3 +301,25 @@ def test_resize_and_pad_are_costed() -> None:
     up, pad = import_onnx(model).ops
     assert up.flops == 2 * (2 * 16 * 16) * 4  # bilinear: 4 neighbours per output
     assert pad.flops == 0 and pad.bytes_written == 2 * 18 * 18 * 4
+
+
+def test_attention_ops_count_scores_and_weighted_sum() -> None:
+    q = helper.make_tensor_value_info("q", F, [1, 4, 16, 8])  # (batch, heads, seq, head dim)
+    kv = [helper.make_tensor_value_info(n, F, [1, 4, 32, 8]) for n in ("k", "v")]
+    model = _model(
+        [helper.make_node("Attention", ["q", "k", "v"], ["y"], name="attn")],
+        [q, *kv],
+        [helper.make_tensor_value_info("y", F, None)],
+        opset=23,
+    )
+    (op,) = import_onnx(model).ops
+    scores = 1 * 4 * 16 * 32
+    assert op.flops == 4 * scores * 8 + 5 * scores and op.bytes_written == 16 * 32 * 4
+    packed = op_cost(
+        "com.microsoft.Attention",
+        NodeShapes([(2, 16, 64), (64, 192), (192,)], [(2, 16, 64)], {"num_heads": 4}),
+    )
+    assert packed == (
+        OpClass.MATMUL,
+        2 * 2 * 16 * 64 * 192 + 4 * (2 * 4 * 16 * 16) * 16 + 5 * 2 * 4 * 16 * 16,
+    )

@@ -27,7 +27,7 @@ MANIFEST = json.loads((MODELS / "manifest.json").read_text())
 
 @cache
 def _graph(name: str) -> OpGraph:
-    return import_onnx(MODELS / MANIFEST[name]["file"])
+    return import_onnx(MODELS / MANIFEST[name]["file"], dims=MANIFEST[name].get("dims"))
 
 
 def _matmul_flops(graph: OpGraph) -> float:
@@ -35,7 +35,16 @@ def _matmul_flops(graph: OpGraph) -> float:
 
 
 def test_zoo_is_complete_and_small() -> None:
-    expected = {"gpt2", "bert_base", "vit_b16", "resnet50", "t5_small", "clip_b32", "llama_7b"}
+    expected = {
+        "gpt2",
+        "gpt2_dynamic",
+        "bert_base",
+        "vit_b16",
+        "resnet50",
+        "t5_small",
+        "clip_b32",
+        "llama_7b",
+    }
     expected |= {"mixtral_moe", "unet"}
     assert expected <= set(MANIFEST)
     for entry in MANIFEST.values():
@@ -53,12 +62,15 @@ def test_zoo_model_parameters_and_flops(name: str) -> None:
     assert _matmul_flops(graph) / 1e9 == pytest.approx(entry["torch_matmul_gflops"], rel=0.05)
 
 
-def _decoder_flops(entry: dict, tokens: int, embedding_params: float, active_params: float) -> float:
-    """2·(matmul parameters)·tokens + 4·layers·tokens²·hidden (scores and weighted sum)."""
+def _decoder_flops(
+    entry: dict, seq: int, embedding_params: float, active_params: float, batch: int = 1
+) -> float:
+    """2·(matmul parameters)·tokens + 4·layers·batch·seq²·hidden (scores and weighted sum)."""
     config = entry["config"]
     layers = config.get("num_hidden_layers", config.get("n_layer", 12))
     hidden = config.get("hidden_size", config.get("n_embd", 768))
-    return 2.0 * (active_params - embedding_params) * tokens + 4.0 * layers * tokens**2 * hidden
+    matmul_params = active_params - embedding_params
+    return 2.0 * matmul_params * batch * seq + 4.0 * layers * batch * seq**2 * hidden
 
 
 def test_gpt2_flops_match_two_params_per_token() -> None:
@@ -67,6 +79,19 @@ def test_gpt2_flops_match_two_params_per_token() -> None:
     # the position table is looked up, not multiplied; the token table is also the LM head
     expected = _decoder_flops(entry, tokens, 1024 * 768, entry["parameters"])
     assert _matmul_flops(_graph("gpt2")) == pytest.approx(expected, rel=0.05)
+
+
+def test_symbolic_dims_need_pinning_then_resolve_everywhere(capsys) -> None:
+    path = str(MODELS / "gpt2_dynamic.onnx")
+    assert main(["inspect", path]) != 0
+    assert "has no value; pass --dim batch=N" in capsys.readouterr().err
+    pinned = import_onnx(path, dims={"batch": 2, "seq": 64})
+    fixed = _graph("gpt2")
+    assert len(pinned.ops) <= len(fixed.ops) * 1.05  # the shape arithmetic folded away
+    assert pinned.total_weight_bytes == pytest.approx(fixed.total_weight_bytes, rel=0.01)
+    entry = MANIFEST["gpt2"]
+    expected = _decoder_flops(entry, 64, 1024 * 768, entry["parameters"], batch=2)
+    assert _matmul_flops(pinned) == pytest.approx(expected, rel=0.05)
 
 
 def test_llama_7b_flops_match_two_params_per_token() -> None:
