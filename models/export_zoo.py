@@ -65,6 +65,7 @@ class Spec:
     reference_parameters: float | None = None  # a published count, for the tests
     meta: bool = False  # built on the meta device: no weights materialised
     dynamic: dict[str, dict[int, str]] = field(default_factory=dict)  # input → axis → dim name
+    legacy: bool = False  # torch's TorchScript exporter: ``/``-path node names, shape subgraphs
 
 
 class _Outputs(nn.Module):
@@ -129,6 +130,14 @@ def bert_base() -> Spec:
     model = BertModel(config)
     pick = lambda o: (o.last_hidden_state, o.pooler_output)  # noqa: E731
     return Spec("BertModel", _wrap(model, inputs, pick), inputs, _diff(config), 109.48e6)
+
+
+def bert_legacy() -> Spec:
+    """BERT-base through the TorchScript exporter with symbolic dims, as older exports come."""
+    spec = bert_base()
+    spec.legacy = True
+    spec.dynamic = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
+    return spec
 
 
 def vit_b16() -> Spec:
@@ -333,6 +342,7 @@ ZOO: dict[str, Callable[[], Spec]] = {
     "resnet50": resnet50,
     "vit_b16": vit_b16,
     "bert_base": bert_base,
+    "bert_legacy": bert_legacy,
     "gpt2": gpt2,
     "gpt2_dynamic": gpt2_dynamic,
     "unet": unet,
@@ -393,6 +403,18 @@ def _strip(model: onnx.ModelProto, weights_file: str) -> onnx.ModelProto:
 def _export(spec: Spec, name: str) -> onnx.ModelProto:
     args = tuple(spec.inputs.values())
     with tempfile.TemporaryDirectory() as tmp:
+        if spec.legacy:
+            path = Path(tmp) / f"{name}.onnx"
+            torch.onnx.export(
+                spec.module,
+                args,
+                str(path),
+                input_names=list(spec.inputs),
+                dynamic_axes=spec.dynamic or None,
+                opset_version=17,
+                dynamo=False,
+            )
+            return onnx.load(str(path), load_external_data=False)
         program = torch.onnx.export(
             spec.module,
             args,
