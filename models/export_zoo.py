@@ -115,6 +115,7 @@ def gpt2() -> Spec:
 def gpt2_dynamic() -> Spec:
     """GPT-2 with symbolic batch and sequence dims: the importer needs ``--dim batch=… seq=…``."""
     spec = gpt2()
+    spec.inputs = {"input_ids": _ids(2, 128, 50257)}  # torch.export specializes dims of size 1
     spec.dynamic = {"input_ids": {0: "batch", 1: "seq"}}
     return spec
 
@@ -400,6 +401,14 @@ def _strip(model: onnx.ModelProto, weights_file: str) -> onnx.ModelProto:
     return model
 
 
+def _dynamic_shapes(spec: Spec) -> tuple | None:
+    """``Spec.dynamic`` as torch.export wants it for ``forward(*args)``: one entry per input."""
+    if not spec.dynamic:
+        return None
+    dims = {n: torch.export.Dim(n, max=1024) for axes in spec.dynamic.values() for n in axes.values()}
+    return (tuple({a: dims[n] for a, n in spec.dynamic.get(k, {}).items()} or None for k in spec.inputs),)
+
+
 def _export(spec: Spec, name: str) -> onnx.ModelProto:
     args = tuple(spec.inputs.values())
     with tempfile.TemporaryDirectory() as tmp:
@@ -419,7 +428,7 @@ def _export(spec: Spec, name: str) -> onnx.ModelProto:
             spec.module,
             args,
             input_names=list(spec.inputs),
-            dynamic_axes=spec.dynamic or None,
+            dynamic_shapes=_dynamic_shapes(spec),
             dynamo=True,
             external_data=True,
             optimize=not spec.meta,  # the optimizer's constant folding reads weight values

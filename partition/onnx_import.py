@@ -188,15 +188,40 @@ def _infer(model: onnx.ModelProto, where: str) -> onnx.ModelProto:
     missing = _unresolved(inferred.graph, _shapes(inferred.graph))
     if not missing:
         return inferred
+    stripped, weights = _weights_as_inputs(model)
     try:
-        symbolic = _symbolic_shapes(model)
+        symbolic = _symbolic_shapes(stripped)
     except Exception as error:  # it raises bare Exceptions and asserts on models it cannot handle
         log.info("%s: onnxruntime symbolic shape inference failed (%s)", where, type(error).__name__)
         return inferred
     if _unresolved(symbolic.graph, _shapes(symbolic.graph)) >= missing:
         return inferred
     log.info("%s: shapes completed by onnxruntime's symbolic shape inference", where)
-    return symbolic
+    inferred.graph.ClearField("value_info")  # keep the initializers; take the shapes
+    inferred.graph.value_info.extend(v for v in symbolic.graph.value_info if v.name not in weights)
+    del inferred.graph.output[:]
+    inferred.graph.output.extend(symbolic.graph.output)
+    return inferred
+
+
+def _weights_as_inputs(model: onnx.ModelProto) -> tuple[onnx.ModelProto, set[str]]:
+    """A copy whose externally stored initializers are typed graph inputs instead.
+
+    onnxruntime's inference reads the value of any initializer an element-wise op touches; the
+    data of external weights may be absent, and only their dims matter for shapes.
+    """
+    copy = onnx.ModelProto.FromString(model.SerializeToString())
+    external = [t for t in copy.graph.initializer if t.data_location == TensorProto.EXTERNAL]
+    inline = [t for t in copy.graph.initializer if t.data_location != TensorProto.EXTERNAL]
+    del copy.graph.initializer[:]
+    copy.graph.initializer.extend(inline)
+    declared = {v.name for v in copy.graph.input}
+    for tensor in external:
+        if tensor.name not in declared:
+            copy.graph.input.append(
+                onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims)
+            )
+    return copy, {t.name for t in external}
 
 
 def _symbolic_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
