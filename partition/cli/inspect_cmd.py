@@ -86,8 +86,8 @@ def _relative(measured: float, expected: float) -> float:
     return (measured - expected) / expected if expected else 0.0
 
 
-def summary(model: str, dims: dict[str, int], graph: OpGraph | None = None) -> dict:
-    graph = graph or load_graph(model, dims=dims)
+def summary(model: str, graph: OpGraph) -> dict:
+    """The JSON summary of an imported model, with the manifest comparison when there is one."""
     length, path = graph.longest_path()
     matmul = sum(op.flops for op in graph.ops if op.op_class in (OpClass.MATMUL, OpClass.CONV)) / 1e9
     info = {
@@ -145,7 +145,7 @@ def to_dot(graph: OpGraph) -> str:
 
 def run(args: argparse.Namespace) -> int:
     graph = load_graph(args.model, dims=dims_from_args(args.dim))
-    info = summary(args.model, {}, graph)
+    info = summary(args.model, graph)
     if args.dot:
         write_atomic(args.dot, to_dot(graph), overwrite=args.force)
     if args.json or args.output:
