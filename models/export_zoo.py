@@ -66,6 +66,7 @@ class Spec:
     meta: bool = False  # built on the meta device: no weights materialised
     dynamic: dict[str, dict[int, str]] = field(default_factory=dict)  # input → axis → dim name
     legacy: bool = False  # torch's TorchScript exporter: ``/``-path node names, shape subgraphs
+    fuse: dict = field(default_factory=dict)  # onnxruntime transformer-optimizer arguments
 
 
 class _Outputs(nn.Module):
@@ -138,6 +139,14 @@ def bert_legacy() -> Spec:
     spec = bert_base()
     spec.legacy = True
     spec.dynamic = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
+    return spec
+
+
+def bert_ort_fused() -> Spec:
+    """BERT-base as onnxruntime's transformer optimizer leaves it: com.microsoft fused ops."""
+    spec = bert_base()
+    spec.legacy = True
+    spec.fuse = {"model_type": "bert", "num_heads": 12, "hidden_size": 768}
     return spec
 
 
@@ -344,6 +353,7 @@ ZOO: dict[str, Callable[[], Spec]] = {
     "vit_b16": vit_b16,
     "bert_base": bert_base,
     "bert_legacy": bert_legacy,
+    "bert_ort_fused": bert_ort_fused,
     "gpt2": gpt2,
     "gpt2_dynamic": gpt2_dynamic,
     "unet": unet,
@@ -423,6 +433,11 @@ def _export(spec: Spec, name: str) -> onnx.ModelProto:
                 opset_version=17,
                 dynamo=False,
             )
+            if spec.fuse:  # fusion reads weight values (it concatenates Q, K, V): before stripping
+                from onnxruntime.transformers.optimizer import optimize_model
+
+                fused = optimize_model(str(path), **spec.fuse, opt_level=0, use_gpu=False)
+                return fused.model
             return onnx.load(str(path), load_external_data=False)
         program = torch.onnx.export(
             spec.module,

@@ -28,7 +28,8 @@ tensors their subgraphs read from the enclosing graph are inputs of the op.
 Op ids are the node name, or ``OpType_i`` (topological position) when it is empty, with a
 ``#n`` suffix on repeats. The module path comes from a ``/``-separated node name (torch's
 TorchScript exporter) or from the ``pkg.torch.onnx.name_scopes`` metadata of the dynamo exporter;
-a node with neither (made by a graph optimizer) takes the module of its first input's producer.
+a node with neither (made by a graph optimizer) takes the module of its first consumer, or else of
+its first input's producer.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Container, Iterable
+from dataclasses import replace
 from pathlib import Path
 
 import onnx
@@ -180,11 +182,18 @@ def _unresolved(graph: onnx.GraphProto, known: Known) -> int:
 
 
 def _infer(model: onnx.ModelProto, where: str) -> onnx.ModelProto:
-    """ONNX shape inference; onnxruntime's symbolic inference when dims stay unknown."""
+    """ONNX shape inference; onnxruntime's symbolic inference when dims stay unknown or it fails.
+
+    onnx refuses some models outright (e.g. contrib ops whose domain has no opset import, as
+    onnxruntime's own transformer optimizer writes them); its error is reported only when the
+    symbolic inference cannot help either.
+    """
+    failure = ""
     try:
         inferred = shape_inference.infer_shapes(model, data_prop=True)
     except Exception as error:
-        raise ModelError(f"{where}: shape inference failed ({str(error).splitlines()[0]})") from None
+        failure = str(error).splitlines()[0]
+        inferred = onnx.ModelProto.FromString(model.SerializeToString())
     missing = _unresolved(inferred.graph, _shapes(inferred.graph))
     if not missing:
         return inferred
@@ -192,9 +201,13 @@ def _infer(model: onnx.ModelProto, where: str) -> onnx.ModelProto:
     try:
         symbolic = _symbolic_shapes(stripped)
     except Exception as error:  # it raises bare Exceptions and asserts on models it cannot handle
+        if failure:
+            raise ModelError(f"{where}: shape inference failed ({failure})") from None
         log.info("%s: onnxruntime symbolic shape inference failed (%s)", where, type(error).__name__)
         return inferred
     if _unresolved(symbolic.graph, _shapes(symbolic.graph)) >= missing:
+        if failure:
+            raise ModelError(f"{where}: shape inference failed ({failure})")
         return inferred
     log.info("%s: shapes completed by onnxruntime's symbolic shape inference", where)
     inferred.graph.ClearField("value_info")  # keep the initializers; take the shapes
@@ -328,6 +341,24 @@ def _module_path(node: onnx.NodeProto) -> str:
     return path
 
 
+def _fill_modules(ops: list[Op], consumers: dict[str, list[str]], producers: dict[str, str]) -> list[Op]:
+    """Give ops without a module path (made by a graph optimizer) the module of their neighbours.
+
+    The first consumer's module is preferred (a fused attention node belongs to the layer that
+    reads its output, not to the layer norm feeding it), else the first input's producer's.
+    """
+    module = {op.id: op.module for op in ops}
+    missing = [op for op in ops if not op.module]
+    for op in reversed(missing):
+        users = (c for x in op.outputs for c in consumers.get(x, ()))
+        module[op.id] = next((module[c] for c in users if module[c]), "")
+    for op in missing:
+        if not module[op.id]:
+            sources = (producers[x] for x in op.inputs if x in producers)
+            module[op.id] = next((module[p] for p in sources if module[p]), "")
+    return [op if op.module == module[op.id] else replace(op, module=module[op.id]) for op in ops]
+
+
 class _Shapes:
     """Shape look-ups that fail with one line naming the tensor, the axis and the node."""
 
@@ -436,7 +467,6 @@ def import_onnx(source: str | Path | onnx.ModelProto, *, dims: dict[str, int] | 
     consumers: dict[str, list[str]] = {}
     activation_bytes: dict[str, float] = {}
     producers: dict[str, str] = {}
-    module_of: dict[str, str] = {}
     used_ids: Counter[str] = Counter()
     unknown_types: Counter[str] = Counter()
     for position, node in enumerate(nodes):
@@ -470,8 +500,6 @@ def import_onnx(source: str | Path | onnx.ModelProto, *, dims: dict[str, int] | 
         if counted is None:
             unknown_types[_op_type(node)] += 1
             counted = (OpClass.OTHER, 0.0)
-        # a node without a module path (one an optimizer made) joins its first input's producer
-        module = _module_path(node) or next((module_of[x] for x in activations if x in module_of), "")
         float_types = [known[x][1] for x in [*inputs, *outputs] if x in known]
         dtype = next((_DTYPE[t] for t in float_types if t in _DTYPE), "fp32")
         ops.append(
@@ -479,7 +507,7 @@ def import_onnx(source: str | Path | onnx.ModelProto, *, dims: dict[str, int] | 
                 id=op_id,
                 op_type=_op_type(node),
                 name=node.name,
-                module=module,
+                module=_module_path(node),
                 op_class=counted[0],
                 flops=counted[1],
                 bytes_read=sum(shapes.bytes(x, node) for x in activations)
@@ -496,10 +524,9 @@ def import_onnx(source: str | Path | onnx.ModelProto, *, dims: dict[str, int] | 
             activation_bytes[x] = shapes.bytes(x, node)
         for x in outputs:
             producers[x] = op_id
-            if module:
-                module_of[x] = module
     if not ops:
         raise ModelError(f"{where}: every node is constant; there is nothing to partition")
+    ops = _fill_modules(ops, consumers, producers)
     if unknown_types:
         listed = ", ".join(f"{t} ({n})" for t, n in sorted(unknown_types.items()))
         log.warning("%s: no FLOP count for op types %s; costed by bytes moved only", where, listed)

@@ -119,6 +119,16 @@ def test_mixtral_flops_count_only_routed_experts() -> None:
     assert any(op.op_type == "Einsum" for op in _graph("mixtral_moe").ops)
 
 
+def test_onnxruntime_fused_bert_costs_contrib_ops_like_the_plain_graph() -> None:
+    fused, plain = _graph("bert_ort_fused"), _graph("bert_base")
+    types = {op.op_type for op in fused.ops}
+    assert {"com.microsoft.Attention", "com.microsoft.SkipLayerNormalization"} <= types
+    assert all(op.op_class is not OpClass.OTHER for op in fused.ops)
+    assert _matmul_flops(fused) == pytest.approx(_matmul_flops(plain), rel=0.01)
+    layers = [layer_of(op.module) for op in fused.ops if op.op_type == "com.microsoft.Attention"]
+    assert layers == [f"/model/encoder/layer.{i}" for i in range(12)]
+
+
 def test_module_paths_group_ops_by_layer() -> None:
     graph = _graph("gpt2")
     layers = {layer_of(op.module) for op in graph.ops}
