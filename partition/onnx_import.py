@@ -130,7 +130,9 @@ def _check_opset(model: onnx.ModelProto, where: str) -> None:
 
 
 def _pin_dims(model: onnx.ModelProto, dims: dict[str, int], where: str) -> None:
+    """Give every symbolic input dim its value from ``dims`` (by name, or ``input:axis``)."""
     initializers = {i.name for i in model.graph.initializer}
+    used: set[str] = set()
     for value in model.graph.input:
         if value.name in initializers:
             continue
@@ -140,16 +142,18 @@ def _pin_dims(model: onnx.ModelProto, dims: dict[str, int], where: str) -> None:
         for axis, dim in enumerate(tensor_type.shape.dim):
             if dim.HasField("dim_value") and dim.dim_value > 0:
                 continue
-            if dim.dim_param and dim.dim_param in dims:
-                dim.dim_value = dims[dim.dim_param]
-            elif f"{value.name}:{axis}" in dims:
-                dim.dim_value = dims[f"{value.name}:{axis}"]
+            key = dim.dim_param if dim.dim_param in dims else f"{value.name}:{axis}"
+            if key in dims:
+                dim.dim_value = dims[key]
+                used.add(key)
             else:
                 label = f"'{dim.dim_param}'" if dim.dim_param else "unnamed"
                 hint = dim.dim_param or f"{value.name}:{axis}"
                 raise ModelError(
                     f"{where}: input {value.name!r} dim {axis} ({label}) has no value; pass --dim {hint}=N"
                 )
+    if set(dims) - used:
+        log.warning("%s: --dim %s matches no symbolic input dim", where, ", ".join(sorted(set(dims) - used)))
 
 
 def _value_shapes(values: Iterable[onnx.ValueInfoProto], known: Known) -> None:

@@ -80,6 +80,13 @@ def test_symbolic_batch_needs_dim_then_imports() -> None:
         import_onnx(_mlp("batch"))
     graph = import_onnx(_mlp("batch"), dims={"batch": 8})
     assert graph.ops[0].flops == 2 * 8 * 64 * 128
+    assert import_onnx(_mlp(), dims={"x:0": 8}).ops[0].flops == 2 * 4 * 64 * 128  # fixed dims stay
+
+
+def test_a_dim_that_pins_nothing_is_reported(caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="partition"):
+        import_onnx(_mlp("batch"), dims={"batch": 2, "seq": 16})
+    assert [r.getMessage() for r in caplog.records] == ["handmade: --dim seq matches no symbolic input dim"]
 
 
 def test_input_without_shape_is_one_clear_line() -> None:
