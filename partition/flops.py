@@ -68,6 +68,76 @@ def _pool(node: NodeShapes) -> float:
     return float(_numel(node.outputs[0]) * math.prod(kernel))
 
 
+def _einsum_extents(equation: str, inputs: Sequence[Shape | None]) -> dict[str, int]:
+    """Extent of every index letter; letters after ``...`` align with the trailing dims."""
+    extent: dict[str, int] = {}
+    for term, shape in zip(equation.split("->")[0].split(","), inputs, strict=False):
+        if shape is None:
+            continue
+        head, ellipsis, tail = term.partition("...")
+        pairs = list(zip(head, shape, strict=False))
+        if ellipsis and tail:
+            pairs += list(zip(tail, shape[len(shape) - len(tail) :], strict=False))
+        extent.update(pairs)
+    return extent
+
+
+def _einsum(node: NodeShapes) -> float:
+    """A multiply-add for every output element and every combination of summed indices."""
+    raw = node.attributes.get("equation", "")
+    equation = (raw.decode() if isinstance(raw, bytes) else str(raw)).replace(" ", "")
+    extent = _einsum_extents(equation, node.inputs)
+    if "->" in equation:
+        kept = set(equation.split("->")[1])
+    else:  # implicit output: the letters that appear once
+        letters = [c for c in equation if c.isalpha()]
+        kept = {c for c in letters if letters.count(c) == 1}
+    summed = math.prod(extent[c] for c in set(extent) - kept)
+    return (2.0 if len(node.inputs) > 1 else 1.0) * _out(node) * summed
+
+
+def _attention(node: NodeShapes) -> float:
+    """ONNX ``Attention`` (opset 23) and com.microsoft ``MultiHeadAttention``/``GroupQueryAttention``.
+
+    Q·Kᵀ and P·V are 2·B·H·Sq·Skv·D each, plus softmax at 5 per score; Q is (B, Sq, H·D) or
+    (B, H, Sq, D), K likewise with Skv rows.
+    """
+    q, k = node.inputs[0], node.inputs[1] if len(node.inputs) > 1 else None
+    if q is None or k is None:
+        return 0.0
+    if len(q) == 4:
+        batch, heads, sq, d = q
+        skv = k[2]
+    else:
+        batch, sq, hidden = q
+        heads = int(node.attributes.get("num_heads", node.attributes.get("q_num_heads", 1)) or 1)
+        d = hidden // heads
+        skv = k[1] if len(k) == 3 else k[2]
+    scores = batch * heads * sq * skv
+    return 4.0 * scores * d + 5.0 * scores
+
+
+def _packed_attention(node: NodeShapes) -> float:
+    """com.microsoft ``Attention``: a fused QKV projection (B,S,C)·(C,3C) then attention."""
+    x, w = node.inputs[0], node.inputs[1]
+    batch, seq, hidden = x
+    projection = 2.0 * batch * seq * hidden * w[-1]
+    heads = int(node.attributes.get("num_heads", 1))
+    d = (w[-1] // 3) // heads
+    scores = batch * heads * seq * seq
+    return projection + 4.0 * scores * d + 5.0 * scores
+
+
+def _resize(node: NodeShapes) -> float:
+    """Nearest: a copy; linear/cubic: a weighted sum of 2 or 4 neighbours per resized axis."""
+    raw = node.attributes.get("mode", b"nearest")
+    mode = raw.decode() if isinstance(raw, bytes) else str(raw)
+    source, target = node.inputs[0], node.outputs[0]
+    resized = sum(1 for a, b in zip(source or (), target, strict=False) if a != b) if source else 2
+    neighbours = {"linear": 2, "cubic": 4}.get(mode, 0)
+    return 2.0 * _numel(target) * neighbours**resized if neighbours else 0.0
+
+
 def _per_output(factor: float) -> Callable[[NodeShapes], float]:
     return lambda node: factor * _out(node)
 
@@ -121,6 +191,12 @@ _ELEMENTWISE_1 = (
     "IsNaN",
     "IsInf",
     "ThresholdedRelu",
+    "BitwiseAnd",
+    "BitwiseOr",
+    "BitwiseXor",
+    "BitwiseNot",
+    "Shrink",
+    "BiasAdd",
 )
 _ELEMENTWISE_4 = (
     "Exp",
@@ -188,8 +264,12 @@ _DATA_MOVEMENT = (
     "Dropout",
     "DepthToSpace",
     "SpaceToDepth",
-    "Resize",
-    "Upsample",
+    "CenterCropPad",
+    "Col2Im",
+    "SequenceAt",
+    "SequenceConstruct",
+    "SplitToSequence",
+    "ConcatFromSequence",
     "Shape",
     "Size",
     "ConstantOfShape",
@@ -212,6 +292,24 @@ COSTS: dict[str, tuple[OpClass, Callable[[NodeShapes], float]]] = {
     "AveragePool": (OpClass.REDUCTION, _pool),
     "LpPool": (OpClass.REDUCTION, _pool),
     "LRN": (OpClass.ELEMENTWISE, _lrn),
+    "Einsum": (OpClass.MATMUL, _einsum),
+    "FusedMatMul": (OpClass.MATMUL, _matmul),
+    "MatMulNBits": (OpClass.MATMUL, _matmul),
+    "Attention": (OpClass.MATMUL, _attention),
+    "MultiHeadAttention": (OpClass.MATMUL, _attention),
+    "GroupQueryAttention": (OpClass.MATMUL, _attention),
+    "com.microsoft.Attention": (OpClass.MATMUL, _packed_attention),
+    "Resize": (OpClass.ELEMENTWISE, _resize),
+    "Upsample": (OpClass.ELEMENTWISE, _resize),
+    "RotaryEmbedding": (OpClass.ELEMENTWISE, _per_output(3)),
+    "SkipLayerNormalization": (OpClass.REDUCTION, _per_input(6)),
+    "SkipSimplifiedLayerNormalization": (OpClass.REDUCTION, _per_input(5)),
+    "EmbedLayerNormalization": (OpClass.REDUCTION, _per_output(6)),
+    "LpNormalization": (OpClass.REDUCTION, _per_input(3)),
+    "MeanVarianceNormalization": (OpClass.REDUCTION, _per_input(5)),
+    "Hardmax": (OpClass.REDUCTION, _per_input(1)),
+    "QuantizeLinear": (OpClass.ELEMENTWISE, _per_output(2)),
+    "DequantizeLinear": (OpClass.ELEMENTWISE, _per_output(2)),
     "Softmax": (OpClass.REDUCTION, _per_input(5)),
     "LogSoftmax": (OpClass.REDUCTION, _per_input(5)),
     "BatchNormalization": (OpClass.ELEMENTWISE, _per_input(2)),
@@ -228,8 +326,12 @@ COSTS: dict[str, tuple[OpClass, Callable[[NodeShapes], float]]] = {
 
 
 def op_cost(op_type: str, node: NodeShapes) -> tuple[OpClass, float] | None:
-    """(class, FLOPs) of a node, or ``None`` for an op type this counter does not know."""
-    entry = COSTS.get(op_type)
+    """(class, FLOPs) of a node, or ``None`` for an op type this counter does not know.
+
+    ``op_type`` may carry its domain (``com.microsoft.Attention``): a domain-specific entry wins,
+    else the bare name is looked up (contrib ops mostly have names no standard op uses).
+    """
+    entry = COSTS.get(op_type) or COSTS.get(op_type.rsplit(".", 1)[-1])
     if entry is None:
         return None
     op_class, count = entry
