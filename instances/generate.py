@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import sys
 from pathlib import Path
 
@@ -57,6 +58,14 @@ def models() -> list[tuple[str, Path, str]]:
     return found
 
 
+def _pinned_dims(path: Path) -> dict[str, int] | None:
+    """Values for a zoo model's symbolic input dims, as its manifest records them."""
+    manifest = ROOT / "models" / "manifest.json"
+    if path.parent != ROOT / "models" or not manifest.is_file():
+        return None
+    return json.loads(manifest.read_text()).get(path.stem, {}).get("dims") or None
+
+
 def instances() -> list[tuple[str, partition.Instance]]:
     """(file name, instance) for the whole set, in a stable order."""
     clusters = [
@@ -64,7 +73,7 @@ def instances() -> list[tuple[str, partition.Instance]]:
     ]
     built = []
     for short, path, provenance in models():
-        graph = partition.load_graph(str(path))
+        graph = partition.load_graph(str(path), dims=_pinned_dims(path))
         for cluster_path, cluster in clusters:
             costs = partition.roofline_costs(graph, cluster)
             for k in STAGE_COUNTS:
