@@ -6,7 +6,7 @@ pattern, tensor sizes, weights and FLOPs as the real models (bf16), so the roofl
 gives them realistic per-device times:
 
 - :func:`decoder_graph` — a Llama-style decoder (RMSNorm, q/k/v/o projections, RoPE,
-  attention scores/softmax/values, SwiGLU MLP, residual adds): 17 ops per layer plus
+  attention scores/softmax/values, SwiGLU MLP, residual adds): 18 ops per layer plus
   embedding, final norm and LM head. ``decoder_graph(32, 4096, 11008, …)`` is 7B-class.
 - :func:`moe_graph` — a DeepSeek-V3-like mixture of experts: attention as above, then a router,
   top-k, and per expert a gather, SwiGLU MLP and routing-weight scale (7 ops), a shared
@@ -152,7 +152,13 @@ def _attention(b: _Builder, x: str, layer: int, batch: int, seq: int, hidden: in
         module=m,
     )
     probs = b.op(
-        f"{p}.softmax", "Softmax", OpClass.REDUCTION, [scores], scores_elems * _BF16, flops=5.0 * scores_elems
+        f"{p}.softmax",
+        "Softmax",
+        OpClass.REDUCTION,
+        [scores],
+        scores_elems * _BF16,
+        flops=5.0 * scores_elems,
+        module=m,
     )
     context = b.op(
         f"{p}.context",

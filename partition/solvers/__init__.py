@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from ..errors import SolverError
+from .anytime import Anytime
 from .base import Capabilities, Outcome, Scope, Settings, Solver
 from .order_dp import OrderDP
 
-_REGISTRY: dict[str, type[Solver]] = {cls.name: cls for cls in (OrderDP,)}
+_REGISTRY: dict[str, type[Solver]] = {cls.name: cls for cls in (OrderDP, Anytime)}
 
 
 def solver_names() -> list[str]:

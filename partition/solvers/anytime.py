@@ -1,0 +1,522 @@
+"""Anytime search for large graphs: random-key order search, multi-level refinement, proven bound.
+
+Formulation searched: a placement is a topological order ``π`` of the ops, a device sequence
+``d_1, d_2, …`` (distinct devices, at most ``k``) and a contiguous split of ``π`` into stages
+on those devices in turn. For a fixed ``π`` and sequence, the split minimising the
+bottleneck is found by bisection on the bottleneck ``B``: stage ``c`` starts where stage
+``c - 1`` ended and takes the longest prefix whose *estimated* time and memory fit ``B`` and
+device ``d_c``'s memory. The estimate charges a stage ``[i, j)`` of ``π`` its compute
+(prefix sums per device type), the tensors crossing position ``i`` over the link from
+``d_{c-1}`` and those crossing ``j`` over the link to ``d_{c+1}``; memory is over-estimated
+(weights as if unshared, every crossing tensor buffered), so an accepted split always fits.
+Every candidate is then scored exactly (a vectorised copy of the evaluator's arithmetic) and
+the best exact score wins; the independent evaluator re-checks the final placement.
+
+Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
+
+1. **Levels.** The exact coarsening of :mod:`partition.coarsen` (colocation hulls, free
+   constant leaves) is the *fine* level; module blocks and bundles of parallel siblings, each
+   at most ``grain`` (2% of the ideal stage time), give the *search* level.
+2. **Device sequences.** The ``k`` fastest devices host by host (hosts ranked by their
+   speed on this model); hosts are then reordered by local search (swap two hosts, or swap a
+   used host for an unused one).
+3. **Orders.** A biased random-key genetic search over search-level ops: a key vector decodes
+   to the topological order that always takes the ready op of smallest key; the population
+   starts from the graph's own order plus noise. Elites are kept, children inherit each key
+   from the elite parent with probability 0.7, and fresh mutants keep diversity.
+4. **Refinement.** The best order is expanded to the fine level and split again there, so
+   cuts move to any fine boundary near the coarse ones. On small fine graphs the exact
+   order DP (:func:`partition.solvers.order_dp.split_order`) polishes the split.
+
+Lower bound: :func:`partition.aggregate_bound.aggregate_lower_bound` on the *original*
+instance (work over type-weighted aggregate speed plus a communication floor), valid however
+heuristic the coarsening. Deterministic for a fixed seed (no wall-clock dependence except how
+far the search gets before the time limit).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+
+import numpy as np
+
+from ..aggregate_bound import aggregate_lower_bound
+from ..coarsen import Coarsening, coarsen_exact, module_groups, sibling_groups
+from ..instance import CommMode, Instance
+from ..placement import Placement, Status
+from .base import Capabilities, Outcome, Scope, Settings, Solver
+from .order_dp import split_order
+
+_DEFAULT_TIME_LIMIT = 20.0
+_GRAIN = 0.02  # search-level ops at most this fraction of the ideal stage time
+_POLISH_WORK = 3e7  # run the exact order DP when n² · k · devices is below this
+_DP_CELLS = 4e7  # the banded split DP runs when positions × band × stages is below this
+_TOLERANCE = 1e-9
+
+
+class _Scorer:
+    """The evaluator's bottleneck, latency and validity, vectorised over ops and tensors."""
+
+    def __init__(self, instance: Instance) -> None:
+        graph, cluster = instance.graph, instance.cluster
+        self.times = instance.costs.times
+        self.type_of_device = np.asarray(cluster.type_index)
+        devices = range(len(cluster.devices))
+        self.latency = np.array([[cluster.link(a, b).latency for b in devices] for a in devices])
+        self.bandwidth = np.array([[cluster.link(a, b).bandwidth for b in devices] for a in devices])
+        self.capacity = np.array([cluster.memory(d) for d in devices])
+        produced = [t for t in graph.tensors if t.producer is not None]
+        self.producer = np.array([graph.index[t.producer] for t in produced], dtype=np.int64)
+        self.bytes = np.array([t.bytes for t in produced], dtype=float)
+        self.pair_tensor = np.array([i for i, t in enumerate(produced) for _ in t.consumers], dtype=np.int64)
+        self.pair_consumer = np.array([graph.index[c] for t in produced for c in t.consumers], dtype=np.int64)
+        names = {w: i for i, w in enumerate(graph.weights)}
+        self.weight_sizes = np.array([graph.weights[w] for w in graph.weights], dtype=float)
+        self.use_weight = np.array([names[w] for op in graph.ops for w in op.weights], dtype=np.int64)
+        self.use_op = np.array([v for v, op in enumerate(graph.ops) for _ in op.weights], dtype=np.int64)
+        self.working = graph.working_set
+        self.once = instance.options.comm_mode is CommMode.ONCE
+        self.overlap = instance.options.overlap
+
+    def score(self, stage_of: np.ndarray, devices: np.ndarray) -> tuple[float, float, bool]:
+        """(bottleneck, sum of stage times, valid) of a placement."""
+        s = len(devices)
+        column = self.type_of_device[devices]
+        compute = np.bincount(stage_of, self.times[np.arange(len(stage_of)), column[stage_of]], minlength=s)
+        source = stage_of[self.producer[self.pair_tensor]]
+        target = stage_of[self.pair_consumer]
+        crossing = source != target
+        keys = np.unique(self.pair_tensor[crossing] * s + target[crossing])
+        tensor, target = keys // s, keys % s
+        source = stage_of[self.producer[tensor]]
+        a, b = devices[source], devices[target]
+        cost = self.latency[a, b] + self.bytes[tensor] / self.bandwidth[a, b]
+        recv = np.bincount(target, cost, minlength=s)
+        if self.once:
+            worst = np.zeros(len(self.bytes))
+            np.maximum.at(worst, tensor, cost)
+            sent = np.unique(tensor)
+            send = np.bincount(stage_of[self.producer[sent]], worst[sent], minlength=s)
+        else:
+            sent = np.unique(tensor)
+            send = np.bincount(source, cost, minlength=s)
+        buffered = np.bincount(target, self.bytes[tensor], minlength=s) + np.bincount(
+            stage_of[self.producer[sent]], self.bytes[sent], minlength=s
+        )
+        used = np.unique(self.use_weight * s + stage_of[self.use_op])
+        params = np.bincount(used % s, self.weight_sizes[used // s], minlength=s)
+        working = np.zeros(s)
+        np.maximum.at(working, stage_of, self.working)
+        comm = send + recv
+        times = np.maximum(compute, comm) if self.overlap else compute + comm
+        fits = params + buffered + working <= self.capacity[devices] * (1 + _TOLERANCE)
+        nonempty = np.bincount(stage_of, minlength=s) > 0
+        valid = bool(fits.all() and nonempty.all() and np.isfinite(compute).all())
+        return float(times.max()), float(times.sum()), valid
+
+
+class _Splitter:
+    """Estimated stage costs of intervals of one order, and the bisection split."""
+
+    def __init__(self, instance: Instance, order: np.ndarray) -> None:
+        graph, cluster = instance.graph, instance.cluster
+        n = len(order)
+        position = np.empty(n, dtype=np.int64)
+        position[order] = np.arange(n)
+        times = instance.costs.times[order]
+        self.prefix = np.vstack([np.zeros(times.shape[1]), np.where(np.isfinite(times), times, 0).cumsum(0)])
+        self.blocked = np.vstack([np.zeros(times.shape[1]), (~np.isfinite(times)).cumsum(0)])
+        last = {}
+        for u, v in graph.edges:  # cut p is crossed by u's tensors when position[u] < p <= last consumer
+            last[u] = max(last.get(u, -1), int(position[v]))
+        cut_bytes = np.zeros(n + 2)
+        cut_count = np.zeros(n + 2)
+        for tensor in graph.tensors:
+            if tensor.producer is None or not tensor.consumers:
+                continue
+            p = int(position[graph.index[tensor.producer]])
+            z = max(int(position[graph.index[c]]) for c in tensor.consumers)
+            cut_bytes[p + 1] += tensor.bytes
+            cut_bytes[z + 1] -= tensor.bytes
+            cut_count[p + 1] += 1
+            cut_count[z + 1] -= 1
+        self.cut_bytes = cut_bytes.cumsum()[: n + 1].tolist()
+        self.cut_count = cut_count.cumsum()[: n + 1].tolist()
+        self.weights = np.concatenate([[0.0], graph.param_bytes[order].cumsum()]).tolist()
+        working = graph.working_set[order]
+        self.sparse = [working]
+        while 2 ** len(self.sparse) <= n:
+            half = 2 ** (len(self.sparse) - 1)
+            previous = self.sparse[-1]
+            self.sparse.append(np.maximum(previous[:-half], previous[half:]))
+        self.sparse_lists = [level.tolist() for level in self.sparse]
+        self.prefix_lists = self.prefix.T.tolist()
+        self.blocked_lists = self.blocked.T.tolist()
+        self.n = n
+        self.order = order
+        self.type_of_device = cluster.type_index
+        self.capacity = [cluster.memory(d) for d in range(len(cluster.devices))]
+        self.link = cluster.link
+        self.overlap = instance.options.overlap
+        self.exact_stages = instance.options.exact_stages
+
+    def _largest_working(self, i: int, j: int) -> float:
+        level = (j - i).bit_length() - 1
+        table = self.sparse_lists[level]
+        return max(table[i], table[j - (1 << level)])
+
+    def _fits(self, i: int, j: int, device: int, before: int | None, after: int | None, bound: float) -> bool:
+        column = self.type_of_device[device]
+        blocked = self.blocked_lists[column]
+        if blocked[j] - blocked[i] > 0:
+            return False
+        memory = (
+            self.weights[j]
+            - self.weights[i]
+            + self.cut_bytes[i]
+            + self.cut_bytes[j]
+            + self._largest_working(i, j)
+        )
+        if memory > self.capacity[device] * (1 + _TOLERANCE):
+            return False
+        compute = self.prefix_lists[column][j] - self.prefix_lists[column][i]
+        comm = 0.0
+        if i > 0 and before is not None:
+            link = self.link(before, device)
+            comm += self.cut_count[i] * link.latency + self.cut_bytes[i] / link.bandwidth
+        if j < self.n and after is not None:
+            link = self.link(device, after)
+            comm += self.cut_count[j] * link.latency + self.cut_bytes[j] / link.bandwidth
+        return (max(compute, comm) if self.overlap else compute + comm) <= bound
+
+    def greedy(self, sequence: list[int], bound: float) -> list[int] | None:
+        """Stage ends of the greedy split at ``bound`` (``None`` if the ops do not fit)."""
+        ends: list[int] = []
+        i, n = 0, self.n
+        for c, device in enumerate(sequence):
+            if i == n:
+                break
+            before = sequence[c - 1] if c > 0 else None
+            after = sequence[c + 1] if c + 1 < len(sequence) else None
+            high = n - (len(sequence) - c - 1) if self.exact_stages else n
+            if after is None:
+                if not self._fits(i, n, device, before, None, bound):
+                    return None
+                ends.append(n)
+                i = n
+                break
+            if high <= i or not self._fits(i, i + 1, device, before, after, bound):
+                return None
+            low = i + 1
+            if self._fits(i, high, device, before, after, bound):
+                low = high
+            else:
+                while high - low > 1:
+                    middle = (low + high) // 2
+                    if self._fits(i, middle, device, before, after, bound):
+                        low = middle
+                    else:
+                        high = middle
+            ends.append(low)
+            i = low
+        return ends if i == n else None
+
+    def split(self, sequence: list[int], lower: float) -> tuple[Placement, float] | None:
+        """Bisection on the estimated bottleneck: the placement at the smallest feasible one, and it."""
+        upper = float(self.prefix.max(axis=0).max() * 4 + sum(self.cut_bytes) + 1.0)
+        ends = self.greedy(sequence, upper)
+        if ends is None:
+            return None
+        low = max(lower * (1 - 1e-6), 0.0)
+        for _ in range(60):
+            if upper - low <= upper * 1e-5:
+                break
+            middle = (low + upper) / 2
+            found = self.greedy(sequence, middle)
+            if found is None:
+                low = middle
+            else:
+                upper, ends = middle, found
+        return self.placement(ends, sequence), upper
+
+    def dp(self, sequence: list[int], upper: float) -> Placement | None:
+        """Exact min-max split of the estimate for this sequence, over a band of stage lengths.
+
+        ``F_c[j] = min_i max(F_{c-1}[i], cost_c(i, j))`` with ``i`` limited to starts whose
+        compute on the fastest type stays within ``upper`` (a feasible bottleneck).
+        """
+        n = self.n
+        fastest = self.prefix.min(axis=1)
+        starts = np.searchsorted(fastest, fastest - upper * (1 + 1e-9), side="left")
+        width = int(max(1, (np.arange(n + 1) - starts).max()))
+        if (n + 1) * width * len(sequence) > _DP_CELLS:
+            return None
+        j = np.arange(n + 1)[:, None]
+        i = j - 1 - np.arange(width)[None, :]
+        inside = i >= 0
+        i = np.where(inside, i, 0)
+        cut_bytes, cut_count = np.asarray(self.cut_bytes), np.asarray(self.cut_count)
+        weights = np.asarray(self.weights)
+        working = np.concatenate([self.sparse[0], [0.0]])
+        largest = np.maximum.accumulate(
+            np.where(inside, working[np.maximum(j - 1 - np.arange(width), 0)], 0.0), axis=1
+        )
+        memory = weights[j] - weights[i] + cut_bytes[i] + cut_bytes[j] + largest
+        rows = np.arange(n + 1)
+        value = np.full(n + 1, np.inf)
+        value[0] = 0.0
+        choices, results = [], []
+        for c, device in enumerate(sequence):
+            column = self.type_of_device[device]
+            compute = self.prefix[j, column] - self.prefix[i, column]
+            blocked = self.blocked[j, column] - self.blocked[i, column] > 0
+            comm = np.zeros_like(compute)
+            if c > 0:
+                link = self.link(sequence[c - 1], device)
+                comm += cut_count[i] * link.latency + cut_bytes[i] / link.bandwidth
+            if c + 1 < len(sequence):
+                link = self.link(device, sequence[c + 1])
+                comm += cut_count[j] * link.latency + cut_bytes[j] / link.bandwidth
+            cost = np.maximum(compute, comm) if self.overlap else compute + comm
+            bad = ~inside | blocked | (memory > self.capacity[device] * (1 + _TOLERANCE))
+            candidates = np.where(bad, np.inf, np.maximum(value[i], cost))
+            best = np.argmin(candidates, axis=1)
+            value = candidates[rows, best]
+            choices.append(best)
+            results.append(value[n])
+        allowed = [len(sequence) - 1] if self.exact_stages else range(len(sequence))
+        last = min(allowed, key=lambda c: (results[c], c))
+        if not np.isfinite(results[last]):
+            return None
+        ends, end = [], n
+        for c in range(last, -1, -1):
+            ends.append(end)
+            end = end - 1 - int(choices[c][end])
+        return self.placement(ends[::-1], sequence)
+
+    def placement(self, ends: list[int], sequence: list[int]) -> Placement:
+        stage_of = np.empty(self.n, dtype=np.int64)
+        start = 0
+        for s, end in enumerate(ends):
+            stage_of[self.order[start:end]] = s
+            start = end
+        return Placement(tuple(stage_of.tolist()), tuple(sequence[: len(ends)]))
+
+
+def _best_split(splitter: _Splitter, sequence: list[int], lower: float) -> Placement | None:
+    """The banded DP split when it is small enough, else the bisection split."""
+    found = splitter.split(sequence, lower)
+    if found is None:
+        return None
+    greedy, upper = found
+    return splitter.dp(sequence, upper) or greedy
+
+
+def _decode(keys: np.ndarray, preds: list[list[int]], succs: list[list[int]]) -> np.ndarray:
+    """The topological order that always takes the ready op of smallest key."""
+    missing = [len(p) for p in preds]
+    ready = [(float(keys[v]), v) for v in range(len(keys)) if missing[v] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, v = heapq.heappop(ready)
+        order.append(v)
+        for w in succs[v]:
+            missing[w] -= 1
+            if missing[w] == 0:
+                heapq.heappush(ready, (float(keys[w]), w))
+    return np.asarray(order, dtype=np.int64)
+
+
+def _host_ranking(instance: Instance) -> list[list[int]]:
+    """Hosts (as device lists, fastest type first), fastest host first, for this model."""
+    cluster = instance.cluster
+    totals = np.where(np.isfinite(instance.costs.times), instance.costs.times, 0).sum(axis=0)
+    hosts: list[list[int]] = [[] for _ in cluster.hosts]
+    for d, device in enumerate(cluster.devices):
+        hosts[device.host].append(d)
+    for devices in hosts:
+        devices.sort(key=lambda d: (totals[cluster.type_index[d]], d))
+    hosts = [h for h in hosts if h]
+    return sorted(hosts, key=lambda h: (totals[cluster.type_index[h[0]]], h[0]))
+
+
+def _sequence(hosts: list[list[int]], k: int) -> list[int]:
+    return [d for host in hosts for d in host][:k]
+
+
+class _Search:
+    """State of one anytime run: levels, incumbent, deadline, progress."""
+
+    def __init__(self, instance: Instance, settings: Settings) -> None:
+        self.instance = instance
+        self.settings = settings
+        self.started = time.perf_counter()
+        limit = settings.time_limit if settings.time_limit is not None else _DEFAULT_TIME_LIMIT
+        self.deadline = self.started + limit
+        self.rng = np.random.default_rng(settings.seed)
+        self.k = min(instance.options.stages, len(instance.cluster.devices))
+        self.bound = aggregate_lower_bound(instance)
+        self.fine = coarsen_exact(instance)
+        fine = self.fine.instance
+        ideal = np.where(np.isfinite(fine.costs.times), fine.costs.times, np.inf).min(axis=1).sum() / self.k
+        identity = Coarsening(fine, tuple((v,) for v in range(len(fine.graph.ops))), True)
+        level = identity.then(module_groups(fine, _GRAIN * ideal), exact=False)
+        self.coarse = level.then(sibling_groups(level.instance, _GRAIN * ideal), exact=False)
+        self.fine_scorer = _Scorer(fine)
+        self.coarse_scorer = _Scorer(self.coarse.instance)
+        self.coarse_rank = np.empty(len(fine.graph.ops), dtype=np.int64)  # each fine op's coarse op
+        for c, members in enumerate(self.coarse.members):
+            self.coarse_rank[list(members)] = c
+        self.best: tuple[float, float] = (np.inf, np.inf)
+        self.best_placement: Placement | None = None  # on the fine level
+        self.best_order: np.ndarray | None = None  # coarse-level order
+        self.best_hosts: list[list[int]] = _host_ranking(instance)
+        self.evaluations = 0
+
+    def remaining(self) -> float:
+        return self.deadline - time.perf_counter()
+
+    def report(self, what: str) -> None:
+        gap = self.best[0] / self.bound - 1 if self.bound > 0 and np.isfinite(self.best[0]) else np.inf
+        self.settings.report(
+            f"anytime {time.perf_counter() - self.started:6.1f}s {what}: best {self.best[0]:.6g} s,"
+            f" bound {self.bound:.6g} s, gap {gap:.2%}"
+        )
+
+    def offer_fine(self, placement: Placement | None) -> bool:
+        if placement is None:
+            return False
+        stage_of = np.asarray(placement.stage_of, dtype=np.int64)
+        bottleneck, latency, valid = self.fine_scorer.score(stage_of, np.asarray(placement.devices))
+        self.evaluations += 1
+        if valid and (bottleneck, latency) < self.best:
+            self.best, self.best_placement = (bottleneck, latency), placement
+            return True
+        return False
+
+    def try_coarse(self, order: np.ndarray, hosts: list[list[int]]) -> tuple[float, Placement | None]:
+        """Split a coarse order on the coarse level; score it exactly; offer its expansion."""
+        placement = _best_split(_Splitter(self.coarse.instance, order), _sequence(hosts, self.k), self.bound)
+        if placement is None:
+            return np.inf, None
+        stage_of = np.asarray(placement.stage_of, dtype=np.int64)
+        bottleneck, _, valid = self.coarse_scorer.score(stage_of, np.asarray(placement.devices))
+        self.evaluations += 1
+        if not valid:
+            return np.inf, None
+        expanded = Placement(tuple(stage_of[self.coarse_rank].tolist()), placement.devices)
+        if self.offer_fine(expanded):
+            self.best_order, self.best_hosts = order, hosts
+        return bottleneck, placement
+
+    def refine(self, order: np.ndarray, hosts: list[list[int]]) -> None:
+        """Split the expanded order on the fine level; polish with the exact order DP if small."""
+        fine_order = self.coarse.expand_order(order)
+        fine = self.fine.instance
+        self.offer_fine(_best_split(_Splitter(fine, fine_order), _sequence(hosts, self.k), self.bound))
+        n, devices = len(fine_order), len(fine.cluster.devices)
+        if n * n * self.k * devices <= _POLISH_WORK and self.remaining() > 0:
+            placement, _ = split_order(fine, fine_order)
+            self.offer_fine(placement)
+
+
+def _neighbour_hosts(hosts: list[list[int]], used: int, rng: np.random.Generator) -> list[list[int]]:
+    """Swap two used hosts, or a used host with an unused one."""
+    hosts = list(hosts)
+    a, b = (int(x) for x in rng.choice(len(hosts), size=2, replace=False))
+    if a >= used and b >= used:
+        a = int(rng.integers(used))
+    hosts[a], hosts[b] = hosts[b], hosts[a]
+    return hosts
+
+
+class Anytime(Solver):
+    name = "anytime"
+    capabilities = Capabilities(scope=Scope.HEURISTIC, heterogeneous=True, time_limit=True)
+
+    def solve(self, instance: Instance, settings: Settings) -> Outcome:
+        search = _Search(instance, settings)
+        coarse = search.coarse.instance
+        settings.report(
+            f"anytime: {len(instance.graph.ops)} ops, {len(search.fine.members)} after exact coarsening,"
+            f" {len(coarse.graph.ops)} at the search level; k ≤ {search.k}, bound {search.bound:.6g} s"
+        )
+        preds: list[list[int]] = [[] for _ in coarse.graph.ops]
+        succs: list[list[int]] = [[] for _ in coarse.graph.ops]
+        for u, v in coarse.graph.edges:
+            succs[u].append(v)
+            preds[v].append(u)
+        natural = np.arange(len(coarse.graph.ops))
+        hosts = search.best_hosts
+        search.try_coarse(natural, hosts)
+        for variant in (hosts[::-1], sorted(hosts, key=lambda h: h[0])):
+            search.try_coarse(natural, variant)
+        search.report("first split")
+        if search.best_order is not None:
+            search.refine(search.best_order, search.best_hosts)
+            search.report("refined")
+        self._evolve(search, preds, succs)
+        if search.best_order is not None and search.remaining() > 0:
+            search.refine(search.best_order, search.best_hosts)
+        search.report("done")
+        if search.best_placement is None:
+            return Outcome(
+                None,
+                Status.NO_SOLUTION,
+                search.bound,
+                ("anytime: no split of the orders tried fits the devices' memory",),
+            )
+        return Outcome(
+            search.fine.expand(search.best_placement),
+            Status.FEASIBLE,
+            search.bound,
+            (
+                f"anytime: {search.evaluations} placements scored in"
+                f" {time.perf_counter() - search.started:.1f} s; search level"
+                f" {len(coarse.graph.ops)} ops (heuristic), fine level {len(search.fine.members)} ops"
+                f" (exact); bound = work over type-weighted aggregate speed + communication floor",
+            ),
+        )
+
+    @staticmethod
+    def _evolve(search: _Search, preds: list[list[int]], succs: list[list[int]]) -> None:
+        """Biased random-key genetic search over orders, with host-order moves on the elite."""
+        n = len(preds)
+        base = np.arange(n) / max(n, 1)
+        rng = search.rng
+        size, elite = 12, 3
+        population = [base] + [base + rng.normal(0, sigma, n) for sigma in np.geomspace(1e-3, 0.2, size - 1)]
+        scores = []
+        for keys in population:
+            if search.remaining() <= 0:
+                return
+            scores.append(search.try_coarse(_decode(keys, preds, succs), search.best_hosts)[0])
+        generation = 0
+        while search.remaining() > 0:
+            generation += 1
+            ranked = np.argsort(scores, kind="stable")
+            elites = [population[i] for i in ranked[:elite]]
+            elite_scores = [scores[i] for i in ranked[:elite]]
+            children, child_scores = list(elites), list(elite_scores)
+            used = sum(1 for _ in _sequence(search.best_hosts, search.k))
+            used_hosts = next(
+                h
+                for h in range(1, len(search.best_hosts) + 1)
+                if len(_sequence(search.best_hosts[:h], search.k)) >= used
+            )
+            if len(search.best_hosts) > 1 and search.best_order is not None:
+                candidate = _neighbour_hosts(search.best_hosts, used_hosts, rng)
+                search.try_coarse(search.best_order, candidate)
+            while len(children) < size and search.remaining() > 0:
+                if len(children) >= size - 2:
+                    keys = base + rng.normal(0, 0.05, n)
+                else:
+                    first = elites[int(rng.integers(elite))]
+                    second = population[int(rng.integers(len(population)))]
+                    keys = np.where(rng.random(n) < 0.7, first, second)
+                children.append(keys)
+                child_scores.append(search.try_coarse(_decode(keys, preds, succs), search.best_hosts)[0])
+            population, scores = children, child_scores
+            search.report(f"generation {generation}")
