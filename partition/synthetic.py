@@ -6,7 +6,7 @@ pattern, tensor sizes, weights and FLOPs as the real models (bf16), so the roofl
 gives them realistic per-device times:
 
 - :func:`decoder_graph` — a Llama-style decoder (RMSNorm, q/k/v/o projections, RoPE,
-  attention scores/softmax/values, SwiGLU MLP, residual adds): 18 ops per layer plus
+  fused attention, SwiGLU MLP, residual adds): 16 ops per layer plus
   embedding, final norm and LM head. ``decoder_graph(32, 4096, 11008, …)`` is 7B-class.
 - :func:`moe_graph` — a DeepSeek-V3-like mixture of experts: attention as above, then a router,
   top-k, and per expert a gather, SwiGLU MLP and routing-weight scale (7 ops), a shared
@@ -132,7 +132,7 @@ class _Builder:
         return OpGraph(self.name, tuple(self.ops), tensors, dict(self.weights))
 
 
-def _attention(b: _Builder, x: str, layer: int, batch: int, seq: int, hidden: int, heads: int) -> str:
+def _attention(b: _Builder, x: str, layer: int, batch: int, seq: int, hidden: int) -> str:
     """Pre-norm self-attention with RoPE and its residual add; returns the block's output."""
     tokens, p, m = batch * seq, f"l{layer}.attn", f"layers.{layer}.attn"
     h = b.norm(f"{p}.norm", x, tokens, hidden, m)
@@ -141,32 +141,14 @@ def _attention(b: _Builder, x: str, layer: int, batch: int, seq: int, hidden: in
     v = b.matmul(f"{p}.v", h, tokens, hidden, hidden, m)
     q = b.elementwise(f"{p}.rope_q", "RotaryEmbedding", [q], tokens * hidden, m)
     k = b.elementwise(f"{p}.rope_k", "RotaryEmbedding", [k], tokens * hidden, m)
-    scores_elems = batch * heads * seq * seq
-    scores = b.op(
-        f"{p}.scores",
-        "MatMul",
-        OpClass.MATMUL,
-        [q, k],
-        scores_elems * _BF16,
-        flops=2.0 * batch * seq * seq * hidden,
-        module=m,
-    )
-    probs = b.op(
-        f"{p}.softmax",
-        "Softmax",
-        OpClass.REDUCTION,
-        [scores],
-        scores_elems * _BF16,
-        flops=5.0 * scores_elems,
-        module=m,
-    )
+    # fused (FlashAttention-style) scaled dot-product attention: scores never leave the kernel
     context = b.op(
-        f"{p}.context",
-        "MatMul",
+        f"{p}.sdpa",
+        "Attention",
         OpClass.MATMUL,
-        [probs, v],
+        [q, k, v],
         tokens * hidden * _BF16,
-        flops=2.0 * batch * seq * seq * hidden,
+        flops=4.0 * batch * seq * seq * hidden,
         module=m,
     )
     out = b.matmul(f"{p}.o", context, tokens, hidden, hidden, m)
@@ -210,7 +192,6 @@ def decoder_graph(
     hidden: int = 4096,
     intermediate: int = 11008,
     *,
-    heads: int = 32,
     vocab: int = 32000,
     batch: int = 1,
     seq: int = 4096,
@@ -220,7 +201,6 @@ def decoder_graph(
         layers=layers,
         hidden=hidden,
         intermediate=intermediate,
-        heads=heads,
         vocab=vocab,
         batch=batch,
         seq=seq,
@@ -229,7 +209,7 @@ def decoder_graph(
     b = _Builder(f"decoder-{layers}x{hidden}")
     x = _embedding(b, tokens, hidden, vocab)
     for layer in range(layers):
-        x = _attention(b, x, layer, batch, seq, hidden, heads)
+        x = _attention(b, x, layer, batch, seq, hidden)
         m = f"layers.{layer}.mlp"
         h = b.norm(f"l{layer}.mlp.norm", x, tokens, hidden, m)
         out = _swiglu(b, h, f"l{layer}.mlp", m, tokens, hidden, intermediate)
@@ -246,7 +226,6 @@ def moe_graph(
     expert_intermediate: int = 2048,
     top_k: int = 8,
     shared_experts: int = 1,
-    heads: int = 128,
     vocab: int = 129280,
     batch: int = 1,
     seq: int = 4096,
@@ -260,7 +239,7 @@ def moe_graph(
     _check(
         layers=layers, experts=experts, hidden=hidden, expert_intermediate=expert_intermediate, top_k=top_k
     )
-    _check(heads=heads, vocab=vocab, batch=batch, seq=seq)
+    _check(vocab=vocab, batch=batch, seq=seq)
     if top_k > experts:
         raise InputError(f"top_k ({top_k}) cannot exceed the number of experts ({experts})")
     tokens = batch * seq
@@ -268,7 +247,7 @@ def moe_graph(
     b = _Builder(f"moe-{layers}x{experts}")
     x = _embedding(b, tokens, hidden, vocab)
     for layer in range(layers):
-        x = _attention(b, x, layer, batch, seq, hidden, heads)
+        x = _attention(b, x, layer, batch, seq, hidden)
         p, m = f"l{layer}.moe", f"layers.{layer}.moe"
         h = b.norm(f"{p}.norm", x, tokens, hidden, m)
         logits = b.matmul(f"{p}.router", h, tokens, hidden, experts, m)

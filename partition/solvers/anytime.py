@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -55,10 +56,32 @@ _DP_CELLS = 4e7  # the banded split DP runs when positions × band × stages is 
 _TOLERANCE = 1e-9
 
 
+@dataclass(frozen=True, eq=False)
+class _Tensors:
+    """Produced tensors as arrays: producer op, bytes, and one (tensor, consumer op) row per use."""
+
+    producer: np.ndarray
+    bytes: np.ndarray
+    pair_tensor: np.ndarray
+    pair_consumer: np.ndarray
+
+    @staticmethod
+    def of(instance: Instance) -> _Tensors:
+        graph = instance.graph
+        produced = [t for t in graph.tensors if t.producer is not None]
+        index = graph.index
+        return _Tensors(
+            np.array([index[t.producer] for t in produced], dtype=np.int64),
+            np.array([t.bytes for t in produced], dtype=float),
+            np.array([i for i, t in enumerate(produced) for _ in t.consumers], dtype=np.int64),
+            np.array([index[c] for t in produced for c in t.consumers], dtype=np.int64),
+        )
+
+
 class _Scorer:
     """The evaluator's bottleneck, latency and validity, vectorised over ops and tensors."""
 
-    def __init__(self, instance: Instance) -> None:
+    def __init__(self, instance: Instance, tensors: _Tensors) -> None:
         graph, cluster = instance.graph, instance.cluster
         self.times = instance.costs.times
         self.type_of_device = np.asarray(cluster.type_index)
@@ -66,11 +89,8 @@ class _Scorer:
         self.latency = np.array([[cluster.link(a, b).latency for b in devices] for a in devices])
         self.bandwidth = np.array([[cluster.link(a, b).bandwidth for b in devices] for a in devices])
         self.capacity = np.array([cluster.memory(d) for d in devices])
-        produced = [t for t in graph.tensors if t.producer is not None]
-        self.producer = np.array([graph.index[t.producer] for t in produced], dtype=np.int64)
-        self.bytes = np.array([t.bytes for t in produced], dtype=float)
-        self.pair_tensor = np.array([i for i, t in enumerate(produced) for _ in t.consumers], dtype=np.int64)
-        self.pair_consumer = np.array([graph.index[c] for t in produced for c in t.consumers], dtype=np.int64)
+        self.producer, self.bytes = tensors.producer, tensors.bytes
+        self.pair_tensor, self.pair_consumer = tensors.pair_tensor, tensors.pair_consumer
         names = {w: i for i, w in enumerate(graph.weights)}
         self.weight_sizes = np.array([graph.weights[w] for w in graph.weights], dtype=float)
         self.use_weight = np.array([names[w] for op in graph.ops for w in op.weights], dtype=np.int64)
@@ -119,7 +139,7 @@ class _Scorer:
 class _Splitter:
     """Estimated stage costs of intervals of one order, and the bisection split."""
 
-    def __init__(self, instance: Instance, order: np.ndarray) -> None:
+    def __init__(self, instance: Instance, order: np.ndarray, tensors: _Tensors) -> None:
         graph, cluster = instance.graph, instance.cluster
         n = len(order)
         position = np.empty(n, dtype=np.int64)
@@ -127,22 +147,24 @@ class _Splitter:
         times = instance.costs.times[order]
         self.prefix = np.vstack([np.zeros(times.shape[1]), np.where(np.isfinite(times), times, 0).cumsum(0)])
         self.blocked = np.vstack([np.zeros(times.shape[1]), (~np.isfinite(times)).cumsum(0)])
-        last = {}
-        for u, v in graph.edges:  # cut p is crossed by u's tensors when position[u] < p <= last consumer
-            last[u] = max(last.get(u, -1), int(position[v]))
-        cut_bytes = np.zeros(n + 2)
-        cut_count = np.zeros(n + 2)
-        for tensor in graph.tensors:
-            if tensor.producer is None or not tensor.consumers:
-                continue
-            p = int(position[graph.index[tensor.producer]])
-            z = max(int(position[graph.index[c]]) for c in tensor.consumers)
-            cut_bytes[p + 1] += tensor.bytes
-            cut_bytes[z + 1] -= tensor.bytes
-            cut_count[p + 1] += 1
-            cut_count[z + 1] -= 1
+        first = position[tensors.producer]
+        keys = np.unique(tensors.pair_tensor * (n + 1) + position[tensors.pair_consumer])
+        tensor, consumer = keys // (n + 1), keys % (n + 1)
+        starts = np.r_[True, tensor[1:] != tensor[:-1]]
+        previous = np.where(starts, first[tensor], np.r_[0, consumer[:-1]])
+        # received: position i in [previous + 1, consumer] has its next consumer at `consumer`
+        self.recv_segments = (previous + 1, consumer, consumer, tensors.bytes[tensor])
+        last = np.zeros(len(tensors.bytes), dtype=np.int64)
+        np.maximum.at(last, tensor, consumer)
+        has = np.zeros(len(tensors.bytes), dtype=bool)
+        has[tensor] = True
+        # sent: cut j in [first + 1, last] is crossed by the tensor
+        self.send_segments = (first[has], last[has], tensors.bytes[has])
+        cut_bytes = np.bincount(first[has] + 1, tensors.bytes[has], minlength=n + 2)
+        cut_bytes -= np.bincount(last[has] + 1, tensors.bytes[has], minlength=n + 2)
+        cut_count = np.bincount(first[has] + 1, minlength=n + 2) - np.bincount(last[has] + 1, minlength=n + 2)
         self.cut_bytes = cut_bytes.cumsum()[: n + 1].tolist()
-        self.cut_count = cut_count.cumsum()[: n + 1].tolist()
+        self.cut_count = cut_count.cumsum()[: n + 1].astype(float).tolist()
         self.weights = np.concatenate([[0.0], graph.param_bytes[order].cumsum()]).tolist()
         working = graph.working_set[order]
         self.sparse = [working]
@@ -240,6 +262,34 @@ class _Splitter:
                 upper, ends = middle, found
         return self.placement(ends, sequence), upper
 
+    def _band_traffic(self, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Exact distinct bytes and tensor counts a stage receives and sends, over the band.
+
+        ``recv[i, t]``: tensors made before ``i`` with a consumer in ``[i, i + t]`` (the stage
+        ``[i, i + t + 1)``); ``send[j, t]``: tensors made in ``[j - 1 - t, j)`` used at ``j`` or later.
+        """
+        rows = self.n + 1
+
+        def banded(row_lo, row_hi, offset_of_row, values):
+            # one entry per (row, offset) with offset = offset_of_row(row) < width, then cumulative
+            lengths = np.maximum(row_hi - row_lo + 1, 0)
+            row = np.repeat(row_lo, lengths) + _ranks(lengths)
+            owner = np.repeat(np.arange(len(lengths)), lengths)
+            offset = offset_of_row(row, owner)
+            keep = (offset >= 0) & (offset < width)
+            flat = row[keep] * width + offset[keep]
+            total = np.bincount(flat, values[owner[keep]], minlength=rows * width).reshape(rows, width)
+            count = np.bincount(flat, minlength=rows * width).reshape(rows, width).astype(float)
+            return total.cumsum(axis=1), count.cumsum(axis=1)
+
+        lo, hi, consumer, size = self.recv_segments
+        lo = np.maximum(lo, consumer - width + 1)
+        recv = banded(lo, hi, lambda r, o: consumer[o] - r, size)
+        first, last, size = self.send_segments
+        last = np.minimum(last, first + width)
+        send = banded(first + 1, last, lambda r, o: r - 1 - first[o], size)
+        return recv[0], recv[1], send[0], send[1]
+
     def dp(self, sequence: list[int], upper: float) -> Placement | None:
         """Exact min-max split of the estimate for this sequence, over a band of stage lengths.
 
@@ -256,13 +306,16 @@ class _Splitter:
         i = j - 1 - np.arange(width)[None, :]
         inside = i >= 0
         i = np.where(inside, i, 0)
-        cut_bytes, cut_count = np.asarray(self.cut_bytes), np.asarray(self.cut_count)
+        recv_bytes, recv_count, send_bytes, send_count = self._band_traffic(width)
+        t = np.broadcast_to(np.arange(width)[None, :], i.shape)
+        recv_bytes, recv_count = recv_bytes[i, t], recv_count[i, t]
+        send_bytes, send_count = send_bytes[j[:, 0]], send_count[j[:, 0]]
         weights = np.asarray(self.weights)
         working = np.concatenate([self.sparse[0], [0.0]])
         largest = np.maximum.accumulate(
             np.where(inside, working[np.maximum(j - 1 - np.arange(width), 0)], 0.0), axis=1
         )
-        memory = weights[j] - weights[i] + cut_bytes[i] + cut_bytes[j] + largest
+        memory = weights[j] - weights[i] + recv_bytes + send_bytes + largest
         rows = np.arange(n + 1)
         value = np.full(n + 1, np.inf)
         value[0] = 0.0
@@ -274,10 +327,10 @@ class _Splitter:
             comm = np.zeros_like(compute)
             if c > 0:
                 link = self.link(sequence[c - 1], device)
-                comm += cut_count[i] * link.latency + cut_bytes[i] / link.bandwidth
+                comm += recv_count * link.latency + recv_bytes / link.bandwidth
             if c + 1 < len(sequence):
                 link = self.link(device, sequence[c + 1])
-                comm += cut_count[j] * link.latency + cut_bytes[j] / link.bandwidth
+                comm += send_count * link.latency + send_bytes / link.bandwidth
             cost = np.maximum(compute, comm) if self.overlap else compute + comm
             bad = ~inside | blocked | (memory > self.capacity[device] * (1 + _TOLERANCE))
             candidates = np.where(bad, np.inf, np.maximum(value[i], cost))
@@ -302,6 +355,15 @@ class _Splitter:
             stage_of[self.order[start:end]] = s
             start = end
         return Placement(tuple(stage_of.tolist()), tuple(sequence[: len(ends)]))
+
+
+def _ranks(lengths: np.ndarray) -> np.ndarray:
+    """``0, 1, …, L-1`` for each length ``L``, concatenated."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.arange(total) - starts
 
 
 def _best_split(splitter: _Splitter, sequence: list[int], lower: float) -> Placement | None:
@@ -364,8 +426,10 @@ class _Search:
         identity = Coarsening(fine, tuple((v,) for v in range(len(fine.graph.ops))), True)
         level = identity.then(module_groups(fine, _GRAIN * ideal), exact=False)
         self.coarse = level.then(sibling_groups(level.instance, _GRAIN * ideal), exact=False)
-        self.fine_scorer = _Scorer(fine)
-        self.coarse_scorer = _Scorer(self.coarse.instance)
+        self.fine_tensors = _Tensors.of(fine)
+        self.coarse_tensors = _Tensors.of(self.coarse.instance)
+        self.fine_scorer = _Scorer(fine, self.fine_tensors)
+        self.coarse_scorer = _Scorer(self.coarse.instance, self.coarse_tensors)
         self.coarse_rank = np.empty(len(fine.graph.ops), dtype=np.int64)  # each fine op's coarse op
         for c, members in enumerate(self.coarse.members):
             self.coarse_rank[list(members)] = c
@@ -398,7 +462,9 @@ class _Search:
 
     def try_coarse(self, order: np.ndarray, hosts: list[list[int]]) -> tuple[float, Placement | None]:
         """Split a coarse order on the coarse level; score it exactly; offer its expansion."""
-        placement = _best_split(_Splitter(self.coarse.instance, order), _sequence(hosts, self.k), self.bound)
+        placement = _best_split(
+            _Splitter(self.coarse.instance, order, self.coarse_tensors), _sequence(hosts, self.k), self.bound
+        )
         if placement is None:
             return np.inf, None
         stage_of = np.asarray(placement.stage_of, dtype=np.int64)
@@ -415,7 +481,9 @@ class _Search:
         """Split the expanded order on the fine level; polish with the exact order DP if small."""
         fine_order = self.coarse.expand_order(order)
         fine = self.fine.instance
-        self.offer_fine(_best_split(_Splitter(fine, fine_order), _sequence(hosts, self.k), self.bound))
+        self.offer_fine(
+            _best_split(_Splitter(fine, fine_order, self.fine_tensors), _sequence(hosts, self.k), self.bound)
+        )
         n, devices = len(fine_order), len(fine.cluster.devices)
         if n * n * self.k * devices <= _POLISH_WORK and self.remaining() > 0:
             placement, _ = split_order(fine, fine_order)
