@@ -126,6 +126,9 @@ def _reach(start: Iterable[int], step: list[list[int]]) -> set[int]:
 def exact_groups(instance: Instance) -> list[list[int]]:
     """Groups of the exact contractions (module docstring): colocation hulls, free constant leaves."""
     graph = instance.graph
+    free = (instance.costs.times == 0).all(axis=1) & (not instance.options.exact_stages)
+    if not instance.options.colocate and not free.any():
+        return [[v] for v in range(len(graph.ops))]
     preds, succs = _adjacency(graph)
     sets = _UnionFind(len(graph.ops))
     for group in instance.options.colocate:
@@ -133,14 +136,12 @@ def exact_groups(instance: Instance) -> list[list[int]]:
         hull = _reach(members, succs) & _reach(members, preds)
         for v in hull:
             sets.union(members[0], v)
-    if not instance.options.exact_stages:
-        free = (instance.costs.times == 0).all(axis=1)
-        working = graph.working_set
-        for v, op in enumerate(graph.ops):
-            if free[v] and not op.weights and not preds[v] and len(succs[v]) == 1:
-                w = succs[v][0]
-                if working[v] <= working[w]:
-                    sets.union(v, w)
+    working = graph.working_set
+    for v in np.flatnonzero(free):
+        if not graph.ops[v].weights and not preds[v] and len(succs[v]) == 1:
+            w = succs[v][0]
+            if working[v] <= working[w]:
+                sets.union(int(v), w)
     return sets.groups()
 
 

@@ -52,7 +52,8 @@ from .order_dp import split_order
 _DEFAULT_TIME_LIMIT = 20.0
 _GRAIN = 0.02  # search-level ops at most this fraction of the ideal stage time
 _POLISH_WORK = 3e7  # run the exact order DP when n² · k · devices is below this
-_DP_CELLS = 4e7  # the banded split DP runs when positions × band × stages is below this
+_DP_CELLS = 2e6  # banded split DP cells (positions × band × stages) allowed per candidate of the search
+_DP_SECONDS_PER_CELL = 1.5e-7  # measured on 2 shared cores; sizes the DP of refinements to the time left
 _TOLERANCE = 1e-9
 
 
@@ -163,18 +164,13 @@ class _Splitter:
         cut_bytes = np.bincount(first[has] + 1, tensors.bytes[has], minlength=n + 2)
         cut_bytes -= np.bincount(last[has] + 1, tensors.bytes[has], minlength=n + 2)
         cut_count = np.bincount(first[has] + 1, minlength=n + 2) - np.bincount(last[has] + 1, minlength=n + 2)
-        self.cut_bytes = cut_bytes.cumsum()[: n + 1].tolist()
-        self.cut_count = cut_count.cumsum()[: n + 1].astype(float).tolist()
-        self.weights = np.concatenate([[0.0], graph.param_bytes[order].cumsum()]).tolist()
-        working = graph.working_set[order]
-        self.sparse = [working]
-        while 2 ** len(self.sparse) <= n:
-            half = 2 ** (len(self.sparse) - 1)
-            previous = self.sparse[-1]
-            self.sparse.append(np.maximum(previous[:-half], previous[half:]))
-        self.sparse_lists = [level.tolist() for level in self.sparse]
-        self.prefix_lists = self.prefix.T.tolist()
-        self.blocked_lists = self.blocked.T.tolist()
+        self.cut_bytes_array = cut_bytes.cumsum()[: n + 1]
+        self.cut_count_array = cut_count.cumsum()[: n + 1].astype(float)
+        self.weights_array = np.concatenate([[0.0], graph.param_bytes[order].cumsum()])
+        self.cut_bytes = self.cut_bytes_array.tolist()
+        self.cut_count = self.cut_count_array.tolist()
+        self.weights = self.weights_array.tolist()
+        self.working = graph.working_set[order]
         self.n = n
         self.order = order
         self.type_of_device = cluster.type_index
@@ -183,37 +179,41 @@ class _Splitter:
         self.overlap = instance.options.overlap
         self.exact_stages = instance.options.exact_stages
 
-    def _largest_working(self, i: int, j: int) -> float:
-        level = (j - i).bit_length() - 1
-        table = self.sparse_lists[level]
-        return max(table[i], table[j - (1 << level)])
-
-    def _fits(self, i: int, j: int, device: int, before: int | None, after: int | None, bound: float) -> bool:
+    def _longest(
+        self, i: int, device: int, before: int | None, after: int | None, bound: float, high: int
+    ) -> int:
+        """The largest ``j ≤ high`` with ``[i, j)`` within ``bound`` on ``device`` (``i`` if none)."""
         column = self.type_of_device[device]
-        blocked = self.blocked_lists[column]
-        if blocked[j] - blocked[i] > 0:
-            return False
-        memory = (
-            self.weights[j]
-            - self.weights[i]
-            + self.cut_bytes[i]
-            + self.cut_bytes[j]
-            + self._largest_working(i, j)
-        )
-        if memory > self.capacity[device] * (1 + _TOLERANCE):
-            return False
-        compute = self.prefix_lists[column][j] - self.prefix_lists[column][i]
-        comm = 0.0
+        prefix = self.prefix[:, column]
+        limit = min(high, int(np.searchsorted(prefix, prefix[i] + bound, side="right")) - 1)
+        if limit <= i:
+            return i
+        j = np.arange(i + 1, limit + 1)
+        compute = prefix[j] - prefix[i]
+        recv = 0.0
         if i > 0 and before is not None:
             link = self.link(before, device)
-            comm += self.cut_count[i] * link.latency + self.cut_bytes[i] / link.bandwidth
-        if j < self.n and after is not None:
+            recv = self.cut_count[i] * link.latency + self.cut_bytes[i] / link.bandwidth
+        send = np.zeros(len(j))
+        if after is not None:
             link = self.link(device, after)
-            comm += self.cut_count[j] * link.latency + self.cut_bytes[j] / link.bandwidth
-        return (max(compute, comm) if self.overlap else compute + comm) <= bound
+            send = self.cut_count_array[j] * link.latency + self.cut_bytes_array[j] / link.bandwidth
+        comm = recv + send
+        time = np.maximum(compute, comm) if self.overlap else compute + comm
+        largest = np.maximum.accumulate(self.working[i:limit])
+        memory = (
+            self.weights_array[j] - self.weights[i] + self.cut_bytes[i] + self.cut_bytes_array[j] + largest
+        )
+        fits = (
+            (time <= bound)
+            & (memory <= self.capacity[device] * (1 + _TOLERANCE))
+            & (self.blocked[j, column] == self.blocked[i, column])
+        )
+        found = np.flatnonzero(fits)
+        return int(j[found[-1]]) if len(found) else i
 
     def greedy(self, sequence: list[int], bound: float) -> list[int] | None:
-        """Stage ends of the greedy split at ``bound`` (``None`` if the ops do not fit)."""
+        """Stage ends when each stage takes the longest interval within ``bound`` (``None``: no fit)."""
         ends: list[int] = []
         i, n = 0, self.n
         for c, device in enumerate(sequence):
@@ -222,26 +222,11 @@ class _Splitter:
             before = sequence[c - 1] if c > 0 else None
             after = sequence[c + 1] if c + 1 < len(sequence) else None
             high = n - (len(sequence) - c - 1) if self.exact_stages else n
-            if after is None:
-                if not self._fits(i, n, device, before, None, bound):
-                    return None
-                ends.append(n)
-                i = n
-                break
-            if high <= i or not self._fits(i, i + 1, device, before, after, bound):
+            j = self._longest(i, device, before, after, bound, high if after is not None else n)
+            if j == i or (after is None and j < n):
                 return None
-            low = i + 1
-            if self._fits(i, high, device, before, after, bound):
-                low = high
-            else:
-                while high - low > 1:
-                    middle = (low + high) // 2
-                    if self._fits(i, middle, device, before, after, bound):
-                        low = middle
-                    else:
-                        high = middle
-            ends.append(low)
-            i = low
+            ends.append(j)
+            i = j
         return ends if i == n else None
 
     def split(self, sequence: list[int], lower: float) -> tuple[Placement, float] | None:
@@ -290,7 +275,7 @@ class _Splitter:
         send = banded(first + 1, last, lambda r, o: r - 1 - first[o], size)
         return recv[0], recv[1], send[0], send[1]
 
-    def dp(self, sequence: list[int], upper: float) -> Placement | None:
+    def dp(self, sequence: list[int], upper: float, budget: float) -> Placement | None:
         """Exact min-max split of the estimate for this sequence, over a band of stage lengths.
 
         ``F_c[j] = min_i max(F_{c-1}[i], cost_c(i, j))`` with ``i`` limited to starts whose
@@ -300,7 +285,7 @@ class _Splitter:
         fastest = self.prefix.min(axis=1)
         starts = np.searchsorted(fastest, fastest - upper * (1 + 1e-9), side="left")
         width = int(max(1, (np.arange(n + 1) - starts).max()))
-        if (n + 1) * width * len(sequence) > _DP_CELLS:
+        if (n + 1) * width * len(sequence) > budget:
             return None
         j = np.arange(n + 1)[:, None]
         i = j - 1 - np.arange(width)[None, :]
@@ -311,7 +296,7 @@ class _Splitter:
         recv_bytes, recv_count = recv_bytes[i, t], recv_count[i, t]
         send_bytes, send_count = send_bytes[j[:, 0]], send_count[j[:, 0]]
         weights = np.asarray(self.weights)
-        working = np.concatenate([self.sparse[0], [0.0]])
+        working = np.concatenate([self.working, [0.0]])
         largest = np.maximum.accumulate(
             np.where(inside, working[np.maximum(j - 1 - np.arange(width), 0)], 0.0), axis=1
         )
@@ -357,6 +342,54 @@ class _Splitter:
         return Placement(tuple(stage_of.tolist()), tuple(sequence[: len(ends)]))
 
 
+def _polish(
+    scorer: _Scorer, order: np.ndarray, placement: Placement, deadline: float
+) -> tuple[Placement, tuple[float, float]]:
+    """Move the bottleneck stage's boundaries along ``order`` while the exact score improves.
+
+    The split's estimate misses multi-destination charges and links to non-neighbour stages;
+    this local search on exact scores repairs what they cost, one boundary move at a time.
+    """
+    devices = np.asarray(placement.devices)
+    position_stage = np.asarray(placement.stage_of)[order]
+    ends = [*(int(e) for e in np.flatnonzero(np.diff(position_stage)) + 1), len(order)]
+
+    def stage_of(cuts: list[int]) -> np.ndarray:
+        result = np.empty(len(order), dtype=np.int64)
+        result[order] = np.repeat(np.arange(len(cuts)), np.diff([0, *cuts]))
+        return result
+
+    def times(cuts: list[int]) -> tuple[float, float]:
+        bottleneck, latency, valid = scorer.score(stage_of(cuts), devices[: len(cuts)])
+        return (bottleneck, latency) if valid else (np.inf, np.inf)
+
+    best = times(ends)
+    while time.perf_counter() < deadline:
+        column = scorer.type_of_device[devices[: len(ends)]]
+        stage_times = np.bincount(
+            stage_of(ends), scorer.times[order, column[position_stage]], minlength=len(ends)
+        )
+        improved = False
+        for b in np.argsort(-stage_times)[:2]:
+            for boundary in (b - 1, b):  # the stage's left cut is ends[b - 1], its right cut ends[b]
+                if boundary < 0 or boundary >= len(ends) - 1:
+                    continue
+                low = ends[boundary - 1] if boundary > 0 else 0
+                for step in (1, 2, 4, 8, 16, 32):
+                    for sign in (1, -1):
+                        moved = ends[boundary] + sign * step
+                        if not low < moved < ends[boundary + 1]:
+                            continue
+                        trial = [*ends[:boundary], moved, *ends[boundary + 1 :]]
+                        score = times(trial)
+                        if score < best:
+                            best, ends, improved = score, trial, True
+        position_stage = np.repeat(np.arange(len(ends)), np.diff([0, *ends]))
+        if not improved:
+            break
+    return Placement(tuple(stage_of(ends).tolist()), tuple(devices[: len(ends)].tolist())), best
+
+
 def _ranks(lengths: np.ndarray) -> np.ndarray:
     """``0, 1, …, L-1`` for each length ``L``, concatenated."""
     total = int(lengths.sum())
@@ -366,13 +399,13 @@ def _ranks(lengths: np.ndarray) -> np.ndarray:
     return np.arange(total) - starts
 
 
-def _best_split(splitter: _Splitter, sequence: list[int], lower: float) -> Placement | None:
-    """The banded DP split when it is small enough, else the bisection split."""
+def _best_split(splitter: _Splitter, sequence: list[int], lower: float, dp_budget: float) -> Placement | None:
+    """The bisection split, improved by the banded DP when its cells fit ``dp_budget``."""
     found = splitter.split(sequence, lower)
     if found is None:
         return None
     greedy, upper = found
-    return splitter.dp(sequence, upper) or greedy
+    return splitter.dp(sequence, upper, dp_budget) or greedy
 
 
 def _decode(keys: np.ndarray, preds: list[list[int]], succs: list[list[int]]) -> np.ndarray:
@@ -460,13 +493,25 @@ class _Search:
             return True
         return False
 
-    def try_coarse(self, order: np.ndarray, hosts: list[list[int]]) -> tuple[float, Placement | None]:
+    def dp_budget(self) -> float:
+        """DP cells a refinement may use: half the time left."""
+        return max(_DP_CELLS, self.remaining() / 2 / _DP_SECONDS_PER_CELL)
+
+    def try_coarse(
+        self, order: np.ndarray, hosts: list[list[int]], *, thorough: bool = False, polish: bool = False
+    ) -> tuple[float, Placement | None]:
         """Split a coarse order on the coarse level; score it exactly; offer its expansion."""
         placement = _best_split(
-            _Splitter(self.coarse.instance, order, self.coarse_tensors), _sequence(hosts, self.k), self.bound
+            _Splitter(self.coarse.instance, order, self.coarse_tensors),
+            _sequence(hosts, self.k),
+            self.bound,
+            self.dp_budget() if thorough else _DP_CELLS,
         )
         if placement is None:
             return np.inf, None
+        if thorough or polish:
+            deadline = time.perf_counter() + self.remaining() / (4 if thorough else 10)
+            placement, _ = _polish(self.coarse_scorer, order, placement, deadline)
         stage_of = np.asarray(placement.stage_of, dtype=np.int64)
         bottleneck, _, valid = self.coarse_scorer.score(stage_of, np.asarray(placement.devices))
         self.evaluations += 1
@@ -481,13 +526,29 @@ class _Search:
         """Split the expanded order on the fine level; polish with the exact order DP if small."""
         fine_order = self.coarse.expand_order(order)
         fine = self.fine.instance
-        self.offer_fine(
-            _best_split(_Splitter(fine, fine_order, self.fine_tensors), _sequence(hosts, self.k), self.bound)
-        )
+        splitter = _Splitter(fine, fine_order, self.fine_tensors)
+        self.offer_fine(_best_split(splitter, _sequence(hosts, self.k), self.bound, self.dp_budget()))
         n, devices = len(fine_order), len(fine.cluster.devices)
         if n * n * self.k * devices <= _POLISH_WORK and self.remaining() > 0:
             placement, _ = split_order(fine, fine_order)
             self.offer_fine(placement)
+
+
+def _used_hosts(hosts: list[list[int]], k: int) -> int:
+    """How many of ``hosts`` (in order) the first ``k`` devices span."""
+    return int(np.searchsorted(np.cumsum([len(h) for h in hosts]), k) + 1) if k > 0 else 0
+
+
+def _host_orders(hosts: list[list[int]], k: int) -> list[list[list[int]]]:
+    """Starting host orders: the used hosts fastest first, slowest first, fastest last, interleaved."""
+    used = min(_used_hosts(hosts, k), len(hosts))
+    chosen, rest = hosts[:used], hosts[used:]
+    variants = [chosen, chosen[::-1], chosen[1:] + chosen[:1], chosen[::2] + chosen[1::2]]
+    unique = []
+    for variant in variants:
+        if variant not in unique:
+            unique.append(variant)
+    return [variant + rest for variant in unique]
 
 
 def _neighbour_hosts(hosts: list[list[int]], used: int, rng: np.random.Generator) -> list[list[int]]:
@@ -517,12 +578,12 @@ class Anytime(Solver):
             succs[u].append(v)
             preds[v].append(u)
         natural = np.arange(len(coarse.graph.ops))
-        hosts = search.best_hosts
-        search.try_coarse(natural, hosts)
-        for variant in (hosts[::-1], sorted(hosts, key=lambda h: h[0])):
-            search.try_coarse(natural, variant)
+        for variant in _host_orders(search.best_hosts, search.k):
+            search.try_coarse(natural, variant, polish=True)
         search.report("first split")
         if search.best_order is not None:
+            search.try_coarse(search.best_order, search.best_hosts, thorough=True)
+            search.report("coarse DP")
             search.refine(search.best_order, search.best_hosts)
             search.report("refined")
         self._evolve(search, preds, succs)
@@ -568,12 +629,7 @@ class Anytime(Solver):
             elites = [population[i] for i in ranked[:elite]]
             elite_scores = [scores[i] for i in ranked[:elite]]
             children, child_scores = list(elites), list(elite_scores)
-            used = sum(1 for _ in _sequence(search.best_hosts, search.k))
-            used_hosts = next(
-                h
-                for h in range(1, len(search.best_hosts) + 1)
-                if len(_sequence(search.best_hosts[:h], search.k)) >= used
-            )
+            used_hosts = min(_used_hosts(search.best_hosts, search.k), len(search.best_hosts))
             if len(search.best_hosts) > 1 and search.best_order is not None:
                 candidate = _neighbour_hosts(search.best_hosts, used_hosts, rng)
                 search.try_coarse(search.best_order, candidate)
@@ -587,4 +643,5 @@ class Anytime(Solver):
                 children.append(keys)
                 child_scores.append(search.try_coarse(_decode(keys, preds, succs), search.best_hosts)[0])
             population, scores = children, child_scores
-            search.report(f"generation {generation}")
+            if min(child_scores) <= min(elite_scores) * (1 - 1e-9) or generation % 10 == 0:
+                search.report(f"generation {generation}")
