@@ -30,8 +30,9 @@ Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
 
 Lower bound: :func:`partition.aggregate_bound.aggregate_lower_bound` on the *original*
 instance (work over type-weighted aggregate speed plus a communication floor), valid however
-heuristic the coarsening. Deterministic for a fixed seed (no wall-clock dependence except how
-far the search gets before the time limit).
+heuristic the coarsening. Deterministic for a fixed seed when the search converges (25
+generations without improvement) before the time limit; otherwise the result is the best found
+when time ran out.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ _POLISH_WORK = 3e7  # run the exact order DP when n² · k · devices is below t
 _DP_CELLS = 2e6  # banded split DP cells (positions × band × stages) allowed per candidate of the search
 _DP_SECONDS_PER_CELL = 1.5e-7  # measured on 2 shared cores; sizes the DP of refinements to the time left
 _TOLERANCE = 1e-9
+_STALL_GENERATIONS = 25  # the genetic search ends after this many generations without improvement
 
 
 @dataclass(frozen=True, eq=False)
@@ -622,9 +624,10 @@ class Anytime(Solver):
             if search.remaining() <= 0:
                 return
             scores.append(search.try_coarse(_decode(keys, preds, succs), search.best_hosts)[0])
-        generation = 0
-        while search.remaining() > 0:
+        generation = stalled = 0
+        while search.remaining() > 0 and stalled < _STALL_GENERATIONS:
             generation += 1
+            before = search.best
             ranked = np.argsort(scores, kind="stable")
             elites = [population[i] for i in ranked[:elite]]
             elite_scores = [scores[i] for i in ranked[:elite]]
@@ -643,5 +646,6 @@ class Anytime(Solver):
                 children.append(keys)
                 child_scores.append(search.try_coarse(_decode(keys, preds, succs), search.best_hosts)[0])
             population, scores = children, child_scores
+            stalled = stalled + 1 if search.best >= before else 0
             if min(child_scores) <= min(elite_scores) * (1 - 1e-9) or generation % 10 == 0:
                 search.report(f"generation {generation}")
