@@ -2,15 +2,22 @@
 
 Formulation searched: a placement is a topological order ``π`` of the ops, a device sequence
 ``d_1, d_2, …`` (distinct devices, at most ``k``) and a contiguous split of ``π`` into stages
-on those devices in turn. For a fixed ``π`` and sequence, the split minimising the
-bottleneck is found by bisection on the bottleneck ``B``: stage ``c`` starts where stage
-``c - 1`` ended and takes the longest prefix whose *estimated* time and memory fit ``B`` and
-device ``d_c``'s memory. The estimate charges a stage ``[i, j)`` of ``π`` its compute
-(prefix sums per device type), the tensors crossing position ``i`` over the link from
-``d_{c-1}`` and those crossing ``j`` over the link to ``d_{c+1}``; memory is over-estimated
-(weights as if unshared, every crossing tensor buffered), so an accepted split always fits.
-Every candidate is then scored exactly (a vectorised copy of the evaluator's arithmetic) and
-the best exact score wins; the independent evaluator re-checks the final placement.
+on those devices in turn. For a fixed ``π`` and sequence the split is found in three steps:
+
+- *Bisection* on the bottleneck ``B``: stage ``c`` takes the longest interval ``[i, j)`` whose
+  estimated time fits ``B`` and whose memory fits ``d_c`` (compute by prefix sums per device
+  type; the tensors crossing ``i`` and ``j`` over the links from ``d_{c-1}`` and to
+  ``d_{c+1}``; memory over-estimated — weights as if unshared, every crossing tensor
+  buffered — so an accepted split always fits).
+- A *banded DP*, ``F_c[j] = min_i max(F_{c-1}[i], cost_c(i, j))`` over starts ``i`` whose
+  compute stays within the bisection's ``B``, with the exact distinct tensors and bytes each
+  interval receives and sends: the optimum of this estimate for the order and sequence.
+- *Boundary moves* on exact scores: the estimate still misses multi-destination charges and
+  links to non-neighbour stages, so the bottleneck stage's cuts are moved while the exact
+  score improves.
+
+Every candidate is scored exactly (a vectorised copy of the evaluator's arithmetic); the
+independent evaluator re-checks the final placement.
 
 Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
 
@@ -24,9 +31,10 @@ Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
    to the topological order that always takes the ready op of smallest key; the population
    starts from the graph's own order plus noise. Elites are kept, children inherit each key
    from the elite parent with probability 0.7, and fresh mutants keep diversity.
-4. **Refinement.** The best order is expanded to the fine level and split again there, so
-   cuts move to any fine boundary near the coarse ones. On small fine graphs the exact
-   order DP (:func:`partition.solvers.order_dp.split_order`) polishes the split.
+4. **Multi-level refinement.** The best coarse order is split again on the fine level, so
+   cuts move to any fine boundary near the coarse ones (the banded DP runs there when the
+   time left allows it). On small fine graphs the exact order DP
+   (:func:`partition.solvers.order_dp.split_order`) over all device subsequences polishes it.
 
 Lower bound: :func:`partition.aggregate_bound.aggregate_lower_bound` on the *original*
 instance (work over type-weighted aggregate speed plus a communication floor), valid however
@@ -647,5 +655,5 @@ class Anytime(Solver):
                 child_scores.append(search.try_coarse(_decode(keys, preds, succs), search.best_hosts)[0])
             population, scores = children, child_scores
             stalled = stalled + 1 if search.best >= before else 0
-            if min(child_scores) <= min(elite_scores) * (1 - 1e-9) or generation % 10 == 0:
+            if stalled == 0 or generation % 10 == 0:
                 search.report(f"generation {generation}")
