@@ -186,12 +186,24 @@ class _Splitter:
         self.type_of_device = cluster.type_index
         self.capacity = [cluster.memory(d) for d in range(len(cluster.devices))]
         self.link = cluster.link
+        devices = range(len(cluster.devices))
+        self.latency = np.array([[cluster.link(a, b).latency for b in devices] for a in devices])
+        self.bandwidth = np.array([[cluster.link(a, b).bandwidth for b in devices] for a in devices])
         self.overlap = instance.options.overlap
         self.exact_stages = instance.options.exact_stages
 
-    def _longest(
-        self, i: int, device: int, before: int | None, after: int | None, bound: float, high: int
-    ) -> int:
+    def _received(self, i: int, device: int, ends: list[int], sequence: list[int]) -> float:
+        """Time to receive every tensor crossing position ``i``, each over the link from its
+        producer's stage (known: stages before ``i`` are placed) — tensors passing through to a
+        later stage are charged too, so this over-estimates."""
+        first, last, size = self.send_segments
+        crossing = (first < i) & (last >= i)
+        if not crossing.any():
+            return 0.0
+        sources = np.asarray(sequence)[np.searchsorted(np.asarray(ends), first[crossing], side="right")]
+        return float((self.latency[sources, device] + size[crossing] / self.bandwidth[sources, device]).sum())
+
+    def _longest(self, i: int, device: int, recv: float, after: int | None, bound: float, high: int) -> int:
         """The largest ``j ≤ high`` with ``[i, j)`` within ``bound`` on ``device`` (``i`` if none)."""
         column = self.type_of_device[device]
         prefix = self.prefix[:, column]
@@ -200,10 +212,6 @@ class _Splitter:
             return i
         j = np.arange(i + 1, limit + 1)
         compute = prefix[j] - prefix[i]
-        recv = 0.0
-        if i > 0 and before is not None:
-            link = self.link(before, device)
-            recv = self.cut_count[i] * link.latency + self.cut_bytes[i] / link.bandwidth
         send = np.zeros(len(j))
         if after is not None:
             link = self.link(device, after)
@@ -229,10 +237,10 @@ class _Splitter:
         for c, device in enumerate(sequence):
             if i == n:
                 break
-            before = sequence[c - 1] if c > 0 else None
             after = sequence[c + 1] if c + 1 < len(sequence) else None
             high = n - (len(sequence) - c - 1) if self.exact_stages else n
-            j = self._longest(i, device, before, after, bound, high if after is not None else n)
+            recv = self._received(i, device, ends, sequence)
+            j = self._longest(i, device, recv, after, bound, high if after is not None else n)
             if j == i or (after is None and j < n):
                 return None
             ends.append(j)
@@ -240,15 +248,23 @@ class _Splitter:
         return ends if i == n else None
 
     def split(self, sequence: list[int], lower: float) -> tuple[Placement, float] | None:
-        """Bisection on the estimated bottleneck: the placement at the smallest feasible one, and it."""
-        upper = float(self.prefix.max(axis=0).max() * 4 + sum(self.cut_bytes) + 1.0)
-        ends = self.greedy(sequence, upper)
-        if ends is None:
-            return None
+        """Bisection on the estimated bottleneck: the placement at the smallest feasible one, and it.
+
+        The search starts at twice the lower bound and doubles until the greedy fits (giving up
+        beyond the whole graph's time on the slowest type plus every tensor over the slowest
+        link, which no stage can exceed), then halves the bracket to 0.01%.
+        """
+        ceiling = float(self.prefix[-1].max() + self.cut_count_array.sum() * self.latency.max())
+        ceiling += float(self.cut_bytes_array.sum() / self.bandwidth.min())
         low = max(lower * (1 - 1e-6), 0.0)
-        for _ in range(60):
-            if upper - low <= upper * 1e-5:
-                break
+        upper = max(2 * lower, ceiling * 1e-6)
+        ends = self.greedy(sequence, upper)
+        while ends is None:
+            if upper > ceiling:
+                return None
+            low, upper = upper, upper * 2
+            ends = self.greedy(sequence, upper)
+        while upper - low > upper * 1e-4:
             middle = (low + upper) / 2
             found = self.greedy(sequence, middle)
             if found is None:
