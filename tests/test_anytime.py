@@ -108,3 +108,14 @@ def test_anytime_from_the_cli(tmp_path) -> None:
     )
     document = partition.jsonio.read_json(out, "placement")
     assert document["solver"]["name"] == "anytime" and document["lower_bound_s"] > 0
+
+
+def test_anytime_respects_device_memory() -> None:
+    # each op holds up to 4 GB of weights: 12 GB devices force a split into several stages
+    instance = random_dag_instance(
+        7, 6, hosts=[{"devices": {"small": 4}, "intra_link": "pcie4"}], stages=4, memory=12e9
+    )
+    result = partition.solve(instance, "anytime", time_limit=2)
+    assert result.evaluation is not None and result.evaluation.valid
+    assert all(s.memory <= 12e9 for s in result.evaluation.stages)
+    assert result.bottleneck >= exhaustive_optimum(instance) * (1 - 1e-9)
