@@ -64,6 +64,8 @@ _POLISH_WORK = 3e7  # run the exact order DP when n² · k · devices is below t
 _DP_CELLS = 2e6  # banded split DP cells (positions × band × stages) allowed per candidate of the search
 _DP_SECONDS_PER_CELL = 1.5e-7  # measured on 2 shared cores; sizes the DP of refinements to the time left
 _TOLERANCE = 1e-9
+_EVALUATE_SECONDS_PER_OP = 1.5e-5  # the independent evaluator and checks: 110k ops in ~1.1 s
+_COARSEN_SECONDS_PER_OP = 1.2e-4  # heuristic coarsening cost, measured on 2 shared cores (110k ops: 13 s)
 _STALL_GENERATIONS = 25  # the genetic search ends after this many generations without improvement
 
 
@@ -475,7 +477,8 @@ class _Search:
         self.settings = settings
         self.started = time.perf_counter()
         limit = settings.time_limit if settings.time_limit is not None else _DEFAULT_TIME_LIMIT
-        self.deadline = self.started + limit
+        # leave the caller time to re-evaluate the placement on the original graph
+        self.deadline = self.started + limit - len(instance.graph.ops) * _EVALUATE_SECONDS_PER_OP
         self.rng = np.random.default_rng(settings.seed)
         self.k = min(instance.options.stages, len(instance.cluster.devices))
         self.bound = aggregate_lower_bound(instance)
@@ -483,8 +486,10 @@ class _Search:
         fine = self.fine.instance
         ideal = np.where(np.isfinite(fine.costs.times), fine.costs.times, np.inf).min(axis=1).sum() / self.k
         identity = Coarsening(fine, tuple((v,) for v in range(len(fine.graph.ops))), True)
-        level = identity.then(module_groups(fine, _GRAIN * ideal), exact=False)
-        self.coarse = level.then(sibling_groups(level.instance, _GRAIN * ideal), exact=False)
+        self.coarse = identity
+        if len(fine.graph.ops) * _COARSEN_SECONDS_PER_OP <= limit / 4:  # else search the fine level
+            level = identity.then(module_groups(fine, _GRAIN * ideal), exact=False)
+            self.coarse = level.then(sibling_groups(level.instance, _GRAIN * ideal), exact=False)
         self.fine_tensors = _Tensors.of(fine)
         self.coarse_tensors = _Tensors.of(self.coarse.instance)
         self.fine_scorer = _Scorer(fine, self.fine_tensors)
