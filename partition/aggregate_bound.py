@@ -33,30 +33,39 @@ from .instance import CommMode, Instance
 _STEPS = (1.0, 0.5, 0.25, 0.1, 0.05, 0.02, 0.01, 0.003)
 
 
-def _cheapest_input_set(instance: Instance, latency: float, bandwidth: float) -> float:
-    """Smallest time to receive every input tensor of a non-source op over one link."""
+def _inputs_received(instance: Instance) -> tuple[np.ndarray, np.ndarray]:
+    """Per op: bytes and number of the distinct op-produced tensors it reads."""
     graph = instance.graph
-    sizes = {t.name: t.bytes for t in graph.tensors if t.producer is not None}
-    best = np.inf
-    for op in graph.ops:
-        received = [sizes[x] for x in set(op.inputs) if x in sizes]
-        if received:
-            best = min(best, len(received) * latency + sum(received) / bandwidth)
-    return float(best) if np.isfinite(best) else 0.0
+    pairs = {
+        (t.name, graph.index[c], t.bytes)
+        for t in graph.tensors
+        if t.producer is not None
+        for c in t.consumers
+    }
+    consumers = np.fromiter((c for _, c, _ in pairs), dtype=np.int64, count=len(pairs))
+    sizes = np.fromiter((b for _, _, b in pairs), dtype=float, count=len(pairs))
+    n = len(graph.ops)
+    return np.bincount(consumers, sizes, minlength=n), np.bincount(consumers, minlength=n).astype(float)
+
+
+def _cheapest_input_set(received: tuple[np.ndarray, np.ndarray], latency: float, bandwidth: float) -> float:
+    """Smallest time to receive every input tensor of a non-source op over one link."""
+    sizes, counts = received
+    has = counts > 0
+    return float((counts[has] * latency + sizes[has] / bandwidth).min()) if has.any() else 0.0
 
 
 def _communication_floors(instance: Instance, counts: range) -> dict[int, float]:
     """``C(s)`` of the module docstring for each ``s`` in ``counts``."""
-    cluster, graph = instance.cluster, instance.graph
+    cluster = instance.cluster
     links = [h.intra_link for h in cluster.hosts] + [cluster.inter_host_link]
+    received = _inputs_received(instance)
     r_any = _cheapest_input_set(
-        instance, min(link.latency for link in links), max(link.bandwidth for link in links)
+        received, min(link.latency for link in links), max(link.bandwidth for link in links)
     )
     inter = cluster.inter_host_link
-    r_inter = _cheapest_input_set(instance, inter.latency, inter.bandwidth)
-    has_input = np.zeros(len(graph.ops), dtype=bool)
-    has_input[[v for _, v in graph.edges]] = True
-    sources = int((~has_input).sum())
+    r_inter = _cheapest_input_set(received, inter.latency, inter.bandwidth)
+    sources = int((received[1] == 0).sum())
     per_host = np.bincount([d.host for d in cluster.devices], minlength=len(cluster.hosts))
     filled = np.cumsum(np.sort(per_host)[::-1])
     factor = 1.0 if instance.options.comm_mode is CommMode.ONCE else 2.0
