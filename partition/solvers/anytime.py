@@ -485,10 +485,10 @@ class _Search:
         self.fine = coarsen_exact(instance)
         fine = self.fine.instance
         ideal = np.where(np.isfinite(fine.costs.times), fine.costs.times, np.inf).min(axis=1).sum() / self.k
-        identity = Coarsening(fine, tuple((v,) for v in range(len(fine.graph.ops))), True)
-        self.coarse = identity
+        self.identity = Coarsening(fine, tuple((v,) for v in range(len(fine.graph.ops))), True)
+        self.coarse = self.identity
         if len(fine.graph.ops) * _COARSEN_SECONDS_PER_OP <= limit / 4:  # else search the fine level
-            level = identity.then(module_groups(fine, _GRAIN * ideal), exact=False)
+            level = self.identity.then(module_groups(fine, _GRAIN * ideal), exact=False)
             self.coarse = level.then(sibling_groups(level.instance, _GRAIN * ideal), exact=False)
         self.fine_tensors = _Tensors.of(fine)
         self.coarse_tensors = _Tensors.of(self.coarse.instance)
@@ -610,15 +610,18 @@ class Anytime(Solver):
             preds[v].append(u)
         natural = np.arange(len(coarse.graph.ops))
         for variant in _host_orders(search.best_hosts, search.k):
+            if search.best_placement is not None and search.remaining() <= 0:
+                break
             search.try_coarse(natural, variant, polish=True)
         search.report("first split")
-        if search.best_order is not None:
+        if search.best_order is not None and search.remaining() > 0:
             search.try_coarse(search.best_order, search.best_hosts, thorough=True)
             search.report("coarse DP")
+        if search.best_order is not None and search.remaining() > 0 and search.coarse is not search.identity:
             search.refine(search.best_order, search.best_hosts)
             search.report("refined")
         self._evolve(search, preds, succs)
-        if search.best_order is not None and search.remaining() > 0:
+        if search.best_order is not None and search.remaining() > 0 and search.coarse is not search.identity:
             search.refine(search.best_order, search.best_hosts)
         search.report("done")
         if search.best_placement is None:
