@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import SolverError
+from .anytime import Anytime
 from .base import Capabilities, Outcome, Scope, Settings, Solver
 from .baselines import BalancedParams, BalancedTime, SingleDevice, Uniform
 from .brute_force import BruteForce
@@ -11,7 +12,7 @@ from .order_dp import OrderDP
 
 _REGISTRY: dict[str, type[Solver]] = {
     cls.name: cls
-    for cls in (OrderDP, BruteForce, IdealDP, Uniform, BalancedParams, BalancedTime, SingleDevice)
+    for cls in (OrderDP, BruteForce, IdealDP, Anytime, Uniform, BalancedParams, BalancedTime, SingleDevice)
 }
 
 

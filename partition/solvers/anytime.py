@@ -1,0 +1,683 @@
+"""Anytime search for large graphs: random-key order search, multi-level refinement, proven bound.
+
+Formulation searched: a placement is a topological order ``π`` of the ops, a device sequence
+``d_1, d_2, …`` (distinct devices, at most ``k``) and a contiguous split of ``π`` into stages
+on those devices in turn. For a fixed ``π`` and sequence the split is found in three steps:
+
+- *Bisection* on the bottleneck ``B``: stage ``c`` takes the longest interval ``[i, j)`` whose
+  estimated time fits ``B`` and whose memory fits ``d_c`` (compute by prefix sums per device
+  type; the tensors crossing ``i`` and ``j`` over the links from ``d_{c-1}`` and to
+  ``d_{c+1}``; memory over-estimated — weights as if unshared, every crossing tensor
+  buffered — so an accepted split always fits).
+- A *banded DP*, ``F_c[j] = min_i max(F_{c-1}[i], cost_c(i, j))`` over starts ``i`` whose
+  compute stays within the bisection's ``B``, with the exact distinct tensors and bytes each
+  interval receives and sends: the optimum of this estimate for the order and sequence.
+- *Boundary moves* on exact scores: the estimate still misses multi-destination charges and
+  links to non-neighbour stages, so the bottleneck stage's cuts are moved while the exact
+  score improves.
+
+Every candidate is scored exactly (a vectorised copy of the evaluator's arithmetic); the
+independent evaluator re-checks the final placement.
+
+Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
+
+1. **Levels.** The exact coarsening of :mod:`partition.coarsen` (colocation hulls, free
+   constant leaves) is the *fine* level; module blocks and bundles of parallel siblings, each
+   at most ``grain`` (2% of the ideal stage time), give the *search* level.
+2. **Device sequences.** The ``k`` fastest devices host by host (hosts ranked by their
+   speed on this model); hosts are then reordered by local search (swap two hosts, or swap a
+   used host for an unused one).
+3. **Orders.** A biased random-key genetic search over search-level ops: a key vector decodes
+   to the topological order that always takes the ready op of smallest key; the population
+   starts from the graph's own order plus noise. Elites are kept, children inherit each key
+   from the elite parent with probability 0.7, and fresh mutants keep diversity.
+4. **Multi-level refinement.** The best coarse order is split again on the fine level, so
+   cuts move to any fine boundary near the coarse ones (the banded DP runs there when the
+   time left allows it). On small fine graphs the exact order DP
+   (:func:`partition.solvers.order_dp.split_order`) over all device subsequences polishes it.
+
+Lower bound: :func:`partition.aggregate_bound.aggregate_lower_bound` on the *original*
+instance (work over type-weighted aggregate speed plus a communication floor), valid however
+heuristic the coarsening. Deterministic for a fixed seed when the search converges (25
+generations without improvement) before the time limit; otherwise the result is the best found
+when time ran out.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..aggregate_bound import aggregate_lower_bound
+from ..coarsen import Coarsening, coarsen_exact, module_groups, sibling_groups
+from ..instance import CommMode, Instance
+from ..placement import Placement, Status
+from .base import Capabilities, Outcome, Scope, Settings, Solver
+from .order_dp import split_order
+
+_DEFAULT_TIME_LIMIT = 20.0
+_GRAIN = 0.02  # search-level ops at most this fraction of the ideal stage time
+_POLISH_WORK = 3e7  # run the exact order DP when n² · k · devices is below this
+_DP_CELLS = 2e6  # banded split DP cells (positions × band × stages) allowed per candidate of the search
+_DP_SECONDS_PER_CELL = 1.5e-7  # measured on 2 shared cores; sizes the DP of refinements to the time left
+_TOLERANCE = 1e-9
+_EVALUATE_SECONDS_PER_OP = 1.5e-5  # the independent evaluator and checks: 110k ops in ~1.1 s
+_COARSEN_SECONDS_PER_OP = 1.2e-4  # heuristic coarsening cost, measured on 2 shared cores (110k ops: 13 s)
+_STALL_GENERATIONS = 25  # the genetic search ends after this many generations without improvement
+
+
+@dataclass(frozen=True, eq=False)
+class _Tensors:
+    """Produced tensors as arrays: producer op, bytes, and one (tensor, consumer op) row per use."""
+
+    producer: np.ndarray
+    bytes: np.ndarray
+    pair_tensor: np.ndarray
+    pair_consumer: np.ndarray
+
+    @staticmethod
+    def of(instance: Instance) -> _Tensors:
+        graph = instance.graph
+        produced = [t for t in graph.tensors if t.producer is not None]
+        index = graph.index
+        return _Tensors(
+            np.array([index[t.producer] for t in produced], dtype=np.int64),
+            np.array([t.bytes for t in produced], dtype=float),
+            np.array([i for i, t in enumerate(produced) for _ in t.consumers], dtype=np.int64),
+            np.array([index[c] for t in produced for c in t.consumers], dtype=np.int64),
+        )
+
+
+class _Scorer:
+    """The evaluator's bottleneck, latency and validity, vectorised over ops and tensors."""
+
+    def __init__(self, instance: Instance, tensors: _Tensors) -> None:
+        graph, cluster = instance.graph, instance.cluster
+        self.times = instance.costs.times
+        self.type_of_device = np.asarray(cluster.type_index)
+        devices = range(len(cluster.devices))
+        self.latency = np.array([[cluster.link(a, b).latency for b in devices] for a in devices])
+        self.bandwidth = np.array([[cluster.link(a, b).bandwidth for b in devices] for a in devices])
+        self.capacity = np.array([cluster.memory(d) for d in devices])
+        self.producer, self.bytes = tensors.producer, tensors.bytes
+        self.pair_tensor, self.pair_consumer = tensors.pair_tensor, tensors.pair_consumer
+        names = {w: i for i, w in enumerate(graph.weights)}
+        self.weight_sizes = np.array([graph.weights[w] for w in graph.weights], dtype=float)
+        self.use_weight = np.array([names[w] for op in graph.ops for w in op.weights], dtype=np.int64)
+        self.use_op = np.array([v for v, op in enumerate(graph.ops) for _ in op.weights], dtype=np.int64)
+        self.working = graph.working_set
+        self.once = instance.options.comm_mode is CommMode.ONCE
+        self.overlap = instance.options.overlap
+
+    def score(self, stage_of: np.ndarray, devices: np.ndarray) -> tuple[float, float, bool]:
+        """(bottleneck, sum of stage times, valid) of a placement."""
+        s = len(devices)
+        column = self.type_of_device[devices]
+        compute = np.bincount(stage_of, self.times[np.arange(len(stage_of)), column[stage_of]], minlength=s)
+        source = stage_of[self.producer[self.pair_tensor]]
+        target = stage_of[self.pair_consumer]
+        crossing = source != target
+        keys = np.unique(self.pair_tensor[crossing] * s + target[crossing])
+        tensor, target = keys // s, keys % s
+        source = stage_of[self.producer[tensor]]
+        a, b = devices[source], devices[target]
+        cost = self.latency[a, b] + self.bytes[tensor] / self.bandwidth[a, b]
+        recv = np.bincount(target, cost, minlength=s)
+        if self.once:
+            worst = np.zeros(len(self.bytes))
+            np.maximum.at(worst, tensor, cost)
+            sent = np.unique(tensor)
+            send = np.bincount(stage_of[self.producer[sent]], worst[sent], minlength=s)
+        else:
+            sent = np.unique(tensor)
+            send = np.bincount(source, cost, minlength=s)
+        buffered = np.bincount(target, self.bytes[tensor], minlength=s) + np.bincount(
+            stage_of[self.producer[sent]], self.bytes[sent], minlength=s
+        )
+        used = np.unique(self.use_weight * s + stage_of[self.use_op])
+        params = np.bincount(used % s, self.weight_sizes[used // s], minlength=s)
+        working = np.zeros(s)
+        np.maximum.at(working, stage_of, self.working)
+        comm = send + recv
+        times = np.maximum(compute, comm) if self.overlap else compute + comm
+        fits = params + buffered + working <= self.capacity[devices] * (1 + _TOLERANCE)
+        nonempty = np.bincount(stage_of, minlength=s) > 0
+        valid = bool(fits.all() and nonempty.all() and np.isfinite(compute).all())
+        return float(times.max()), float(times.sum()), valid
+
+
+class _Splitter:
+    """Estimated stage costs of intervals of one order, and the bisection split."""
+
+    def __init__(self, instance: Instance, order: np.ndarray, tensors: _Tensors) -> None:
+        graph, cluster = instance.graph, instance.cluster
+        n = len(order)
+        position = np.empty(n, dtype=np.int64)
+        position[order] = np.arange(n)
+        times = instance.costs.times[order]
+        self.prefix = np.vstack([np.zeros(times.shape[1]), np.where(np.isfinite(times), times, 0).cumsum(0)])
+        self.blocked = np.vstack([np.zeros(times.shape[1]), (~np.isfinite(times)).cumsum(0)])
+        first = position[tensors.producer]
+        keys = np.unique(tensors.pair_tensor * (n + 1) + position[tensors.pair_consumer])
+        tensor, consumer = keys // (n + 1), keys % (n + 1)
+        starts = np.r_[True, tensor[1:] != tensor[:-1]]
+        previous = np.where(starts, first[tensor], np.r_[0, consumer[:-1]])
+        # received: position i in [previous + 1, consumer] has its next consumer at `consumer`
+        self.recv_segments = (previous + 1, consumer, consumer, tensors.bytes[tensor])
+        last = np.zeros(len(tensors.bytes), dtype=np.int64)
+        np.maximum.at(last, tensor, consumer)
+        has = np.zeros(len(tensors.bytes), dtype=bool)
+        has[tensor] = True
+        # sent: cut j in [first + 1, last] is crossed by the tensor
+        self.send_segments = (first[has], last[has], tensors.bytes[has])
+        cut_bytes = np.bincount(first[has] + 1, tensors.bytes[has], minlength=n + 2)
+        cut_bytes -= np.bincount(last[has] + 1, tensors.bytes[has], minlength=n + 2)
+        cut_count = np.bincount(first[has] + 1, minlength=n + 2) - np.bincount(last[has] + 1, minlength=n + 2)
+        self.cut_bytes_array = cut_bytes.cumsum()[: n + 1]
+        self.cut_count_array = cut_count.cumsum()[: n + 1].astype(float)
+        self.weights_array = np.concatenate([[0.0], graph.param_bytes[order].cumsum()])
+        self.cut_bytes = self.cut_bytes_array.tolist()
+        self.cut_count = self.cut_count_array.tolist()
+        self.weights = self.weights_array.tolist()
+        self.working = graph.working_set[order]
+        self.n = n
+        self.order = order
+        self.type_of_device = cluster.type_index
+        self.capacity = [cluster.memory(d) for d in range(len(cluster.devices))]
+        self.link = cluster.link
+        devices = range(len(cluster.devices))
+        self.latency = np.array([[cluster.link(a, b).latency for b in devices] for a in devices])
+        self.bandwidth = np.array([[cluster.link(a, b).bandwidth for b in devices] for a in devices])
+        self.overlap = instance.options.overlap
+        self.exact_stages = instance.options.exact_stages
+
+    def _received(self, i: int, device: int, ends: list[int], sequence: list[int]) -> float:
+        """Time to receive every tensor crossing position ``i``, each over the link from its
+        producer's stage (known: stages before ``i`` are placed) — tensors passing through to a
+        later stage are charged too, so this over-estimates."""
+        first, last, size = self.send_segments
+        crossing = (first < i) & (last >= i)
+        if not crossing.any():
+            return 0.0
+        sources = np.asarray(sequence)[np.searchsorted(np.asarray(ends), first[crossing], side="right")]
+        return float((self.latency[sources, device] + size[crossing] / self.bandwidth[sources, device]).sum())
+
+    def _longest(self, i: int, device: int, recv: float, after: int | None, bound: float, high: int) -> int:
+        """The largest ``j ≤ high`` with ``[i, j)`` within ``bound`` on ``device`` (``i`` if none)."""
+        column = self.type_of_device[device]
+        prefix = self.prefix[:, column]
+        limit = min(high, int(np.searchsorted(prefix, prefix[i] + bound, side="right")) - 1)
+        if limit <= i:
+            return i
+        j = np.arange(i + 1, limit + 1)
+        compute = prefix[j] - prefix[i]
+        send = np.zeros(len(j))
+        if after is not None:
+            link = self.link(device, after)
+            send = self.cut_count_array[j] * link.latency + self.cut_bytes_array[j] / link.bandwidth
+        comm = recv + send
+        time = np.maximum(compute, comm) if self.overlap else compute + comm
+        largest = np.maximum.accumulate(self.working[i:limit])
+        memory = (
+            self.weights_array[j] - self.weights[i] + self.cut_bytes[i] + self.cut_bytes_array[j] + largest
+        )
+        fits = (
+            (time <= bound)
+            & (memory <= self.capacity[device] * (1 + _TOLERANCE))
+            & (self.blocked[j, column] == self.blocked[i, column])
+        )
+        found = np.flatnonzero(fits)
+        return int(j[found[-1]]) if len(found) else i
+
+    def greedy(self, sequence: list[int], bound: float) -> list[int] | None:
+        """Stage ends when each stage takes the longest interval within ``bound`` (``None``: no fit)."""
+        ends: list[int] = []
+        i, n = 0, self.n
+        for c, device in enumerate(sequence):
+            if i == n:
+                break
+            after = sequence[c + 1] if c + 1 < len(sequence) else None
+            high = n - (len(sequence) - c - 1) if self.exact_stages else n
+            recv = self._received(i, device, ends, sequence)
+            j = self._longest(i, device, recv, after, bound, high if after is not None else n)
+            if j == i or (after is None and j < n):
+                return None
+            ends.append(j)
+            i = j
+        return ends if i == n else None
+
+    def split(self, sequence: list[int], lower: float) -> tuple[Placement, float] | None:
+        """Bisection on the estimated bottleneck: the placement at the smallest feasible one, and it.
+
+        The search starts at twice the lower bound and doubles until the greedy fits (giving up
+        beyond the whole graph's time on the slowest type plus every tensor over the slowest
+        link, which no stage can exceed), then halves the bracket to 0.01%.
+        """
+        ceiling = float(self.prefix[-1].max() + self.cut_count_array.sum() * self.latency.max())
+        ceiling += float(self.cut_bytes_array.sum() / self.bandwidth.min())
+        low = max(lower * (1 - 1e-6), 0.0)
+        upper = max(2 * lower, ceiling * 1e-6)
+        ends = self.greedy(sequence, upper)
+        while ends is None:
+            if upper > ceiling:
+                return None
+            low, upper = upper, upper * 2
+            ends = self.greedy(sequence, upper)
+        while upper - low > upper * 1e-4:
+            middle = (low + upper) / 2
+            found = self.greedy(sequence, middle)
+            if found is None:
+                low = middle
+            else:
+                upper, ends = middle, found
+        return self.placement(ends, sequence), upper
+
+    def _band_traffic(self, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Exact distinct bytes and tensor counts a stage receives and sends, over the band.
+
+        ``recv[i, t]``: tensors made before ``i`` with a consumer in ``[i, i + t]`` (the stage
+        ``[i, i + t + 1)``); ``send[j, t]``: tensors made in ``[j - 1 - t, j)`` used at ``j`` or later.
+        """
+        rows = self.n + 1
+
+        def banded(row_lo, row_hi, offset_of_row, values):
+            # one entry per (row, offset) with offset = offset_of_row(row) < width, then cumulative
+            lengths = np.maximum(row_hi - row_lo + 1, 0)
+            row = np.repeat(row_lo, lengths) + _ranks(lengths)
+            owner = np.repeat(np.arange(len(lengths)), lengths)
+            offset = offset_of_row(row, owner)
+            keep = (offset >= 0) & (offset < width)
+            flat = row[keep] * width + offset[keep]
+            total = np.bincount(flat, values[owner[keep]], minlength=rows * width).reshape(rows, width)
+            count = np.bincount(flat, minlength=rows * width).reshape(rows, width).astype(float)
+            return total.cumsum(axis=1), count.cumsum(axis=1)
+
+        lo, hi, consumer, size = self.recv_segments
+        lo = np.maximum(lo, consumer - width + 1)
+        recv = banded(lo, hi, lambda r, o: consumer[o] - r, size)
+        first, last, size = self.send_segments
+        last = np.minimum(last, first + width)
+        send = banded(first + 1, last, lambda r, o: r - 1 - first[o], size)
+        return recv[0], recv[1], send[0], send[1]
+
+    def dp(self, sequence: list[int], upper: float, budget: float) -> Placement | None:
+        """Exact min-max split of the estimate for this sequence, over a band of stage lengths.
+
+        ``F_c[j] = min_i max(F_{c-1}[i], cost_c(i, j))`` with ``i`` limited to starts whose
+        compute on the fastest type stays within ``upper`` (a feasible bottleneck).
+        """
+        n = self.n
+        fastest = self.prefix.min(axis=1)
+        starts = np.searchsorted(fastest, fastest - upper * (1 + 1e-9), side="left")
+        width = int(max(1, (np.arange(n + 1) - starts).max()))
+        if (n + 1) * width * len(sequence) > budget:
+            return None
+        j = np.arange(n + 1)[:, None]
+        i = j - 1 - np.arange(width)[None, :]
+        inside = i >= 0
+        i = np.where(inside, i, 0)
+        recv_bytes, recv_count, send_bytes, send_count = self._band_traffic(width)
+        t = np.broadcast_to(np.arange(width)[None, :], i.shape)
+        recv_bytes, recv_count = recv_bytes[i, t], recv_count[i, t]
+        send_bytes, send_count = send_bytes[j[:, 0]], send_count[j[:, 0]]
+        weights = np.asarray(self.weights)
+        working = np.concatenate([self.working, [0.0]])
+        largest = np.maximum.accumulate(
+            np.where(inside, working[np.maximum(j - 1 - np.arange(width), 0)], 0.0), axis=1
+        )
+        memory = weights[j] - weights[i] + recv_bytes + send_bytes + largest
+        rows = np.arange(n + 1)
+        value = np.full(n + 1, np.inf)
+        value[0] = 0.0
+        choices, results = [], []
+        for c, device in enumerate(sequence):
+            column = self.type_of_device[device]
+            compute = self.prefix[j, column] - self.prefix[i, column]
+            blocked = self.blocked[j, column] - self.blocked[i, column] > 0
+            comm = np.zeros_like(compute)
+            if c > 0:
+                link = self.link(sequence[c - 1], device)
+                comm += recv_count * link.latency + recv_bytes / link.bandwidth
+            if c + 1 < len(sequence):
+                link = self.link(device, sequence[c + 1])
+                comm += send_count * link.latency + send_bytes / link.bandwidth
+            cost = np.maximum(compute, comm) if self.overlap else compute + comm
+            bad = ~inside | blocked | (memory > self.capacity[device] * (1 + _TOLERANCE))
+            candidates = np.where(bad, np.inf, np.maximum(value[i], cost))
+            best = np.argmin(candidates, axis=1)
+            value = candidates[rows, best]
+            choices.append(best)
+            results.append(value[n])
+        allowed = [len(sequence) - 1] if self.exact_stages else range(len(sequence))
+        last = min(allowed, key=lambda c: (results[c], c))
+        if not np.isfinite(results[last]):
+            return None
+        ends, end = [], n
+        for c in range(last, -1, -1):
+            ends.append(end)
+            end = end - 1 - int(choices[c][end])
+        return self.placement(ends[::-1], sequence)
+
+    def placement(self, ends: list[int], sequence: list[int]) -> Placement:
+        stage_of = np.empty(self.n, dtype=np.int64)
+        start = 0
+        for s, end in enumerate(ends):
+            stage_of[self.order[start:end]] = s
+            start = end
+        return Placement(tuple(stage_of.tolist()), tuple(sequence[: len(ends)]))
+
+
+def _polish(
+    scorer: _Scorer, order: np.ndarray, placement: Placement, deadline: float
+) -> tuple[Placement, tuple[float, float]]:
+    """Move the bottleneck stage's boundaries along ``order`` while the exact score improves.
+
+    The split's estimate misses multi-destination charges and links to non-neighbour stages;
+    this local search on exact scores repairs what they cost, one boundary move at a time.
+    """
+    devices = np.asarray(placement.devices)
+    position_stage = np.asarray(placement.stage_of)[order]
+    ends = [*(int(e) for e in np.flatnonzero(np.diff(position_stage)) + 1), len(order)]
+
+    def stage_of(cuts: list[int]) -> np.ndarray:
+        result = np.empty(len(order), dtype=np.int64)
+        result[order] = np.repeat(np.arange(len(cuts)), np.diff([0, *cuts]))
+        return result
+
+    def times(cuts: list[int]) -> tuple[float, float]:
+        bottleneck, latency, valid = scorer.score(stage_of(cuts), devices[: len(cuts)])
+        return (bottleneck, latency) if valid else (np.inf, np.inf)
+
+    best = times(ends)
+    while time.perf_counter() < deadline:
+        column = scorer.type_of_device[devices[: len(ends)]]
+        stage_times = np.bincount(
+            stage_of(ends), scorer.times[order, column[position_stage]], minlength=len(ends)
+        )
+        improved = False
+        for b in np.argsort(-stage_times)[:2]:
+            for boundary in (b - 1, b):  # the stage's left cut is ends[b - 1], its right cut ends[b]
+                if boundary < 0 or boundary >= len(ends) - 1:
+                    continue
+                low = ends[boundary - 1] if boundary > 0 else 0
+                for step in (1, 2, 4, 8, 16, 32):
+                    for sign in (1, -1):
+                        moved = ends[boundary] + sign * step
+                        if not low < moved < ends[boundary + 1]:
+                            continue
+                        trial = [*ends[:boundary], moved, *ends[boundary + 1 :]]
+                        score = times(trial)
+                        if score < best:
+                            best, ends, improved = score, trial, True
+        position_stage = np.repeat(np.arange(len(ends)), np.diff([0, *ends]))
+        if not improved:
+            break
+    return Placement(tuple(stage_of(ends).tolist()), tuple(devices[: len(ends)].tolist())), best
+
+
+def _ranks(lengths: np.ndarray) -> np.ndarray:
+    """``0, 1, …, L-1`` for each length ``L``, concatenated."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.arange(total) - starts
+
+
+def _best_split(splitter: _Splitter, sequence: list[int], lower: float, dp_budget: float) -> Placement | None:
+    """The bisection split, improved by the banded DP when its cells fit ``dp_budget``."""
+    found = splitter.split(sequence, lower)
+    if found is None:
+        return None
+    greedy, upper = found
+    return splitter.dp(sequence, upper, dp_budget) or greedy
+
+
+def _decode(keys: np.ndarray, preds: list[list[int]], succs: list[list[int]]) -> np.ndarray:
+    """The topological order that always takes the ready op of smallest key."""
+    missing = [len(p) for p in preds]
+    ready = [(float(keys[v]), v) for v in range(len(keys)) if missing[v] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, v = heapq.heappop(ready)
+        order.append(v)
+        for w in succs[v]:
+            missing[w] -= 1
+            if missing[w] == 0:
+                heapq.heappush(ready, (float(keys[w]), w))
+    return np.asarray(order, dtype=np.int64)
+
+
+def _host_ranking(instance: Instance) -> list[list[int]]:
+    """Hosts (as device lists, fastest type first), fastest host first, for this model."""
+    cluster = instance.cluster
+    totals = np.where(np.isfinite(instance.costs.times), instance.costs.times, 0).sum(axis=0)
+    hosts: list[list[int]] = [[] for _ in cluster.hosts]
+    for d, device in enumerate(cluster.devices):
+        hosts[device.host].append(d)
+    for devices in hosts:
+        devices.sort(key=lambda d: (totals[cluster.type_index[d]], d))
+    hosts = [h for h in hosts if h]
+    return sorted(hosts, key=lambda h: (totals[cluster.type_index[h[0]]], h[0]))
+
+
+def _sequence(hosts: list[list[int]], k: int) -> list[int]:
+    return [d for host in hosts for d in host][:k]
+
+
+class _Search:
+    """State of one anytime run: levels, incumbent, deadline, progress."""
+
+    def __init__(self, instance: Instance, settings: Settings) -> None:
+        self.instance = instance
+        self.settings = settings
+        self.started = time.perf_counter()
+        limit = settings.time_limit if settings.time_limit is not None else _DEFAULT_TIME_LIMIT
+        # leave the caller time to re-evaluate the placement on the original graph
+        self.deadline = self.started + limit - len(instance.graph.ops) * _EVALUATE_SECONDS_PER_OP
+        self.rng = np.random.default_rng(settings.seed)
+        self.k = min(instance.options.stages, len(instance.cluster.devices))
+        self.bound = aggregate_lower_bound(instance)
+        self.fine = coarsen_exact(instance)
+        fine = self.fine.instance
+        ideal = np.where(np.isfinite(fine.costs.times), fine.costs.times, np.inf).min(axis=1).sum() / self.k
+        self.identity = Coarsening(fine, tuple((v,) for v in range(len(fine.graph.ops))), True)
+        self.coarse = self.identity
+        if len(fine.graph.ops) * _COARSEN_SECONDS_PER_OP <= limit / 4:  # else search the fine level
+            level = self.identity.then(module_groups(fine, _GRAIN * ideal), exact=False)
+            self.coarse = level.then(sibling_groups(level.instance, _GRAIN * ideal), exact=False)
+        self.fine_tensors = _Tensors.of(fine)
+        self.coarse_tensors = _Tensors.of(self.coarse.instance)
+        self.fine_scorer = _Scorer(fine, self.fine_tensors)
+        self.coarse_scorer = _Scorer(self.coarse.instance, self.coarse_tensors)
+        self.coarse_rank = np.empty(len(fine.graph.ops), dtype=np.int64)  # each fine op's coarse op
+        for c, members in enumerate(self.coarse.members):
+            self.coarse_rank[list(members)] = c
+        self.best: tuple[float, float] = (np.inf, np.inf)
+        self.best_placement: Placement | None = None  # on the fine level
+        self.best_order: np.ndarray | None = None  # coarse-level order
+        self.best_hosts: list[list[int]] = _host_ranking(instance)
+        self.evaluations = 0
+
+    def remaining(self) -> float:
+        return self.deadline - time.perf_counter()
+
+    def report(self, what: str) -> None:
+        gap = self.best[0] / self.bound - 1 if self.bound > 0 and np.isfinite(self.best[0]) else np.inf
+        self.settings.report(
+            f"anytime {time.perf_counter() - self.started:6.1f}s {what}: best {self.best[0]:.6g} s,"
+            f" bound {self.bound:.6g} s, gap {gap:.2%}"
+        )
+
+    def offer_fine(self, placement: Placement | None) -> bool:
+        if placement is None:
+            return False
+        stage_of = np.asarray(placement.stage_of, dtype=np.int64)
+        bottleneck, latency, valid = self.fine_scorer.score(stage_of, np.asarray(placement.devices))
+        self.evaluations += 1
+        if valid and (bottleneck, latency) < self.best:
+            self.best, self.best_placement = (bottleneck, latency), placement
+            return True
+        return False
+
+    def dp_budget(self) -> float:
+        """DP cells a refinement may use: half the time left."""
+        return max(_DP_CELLS, self.remaining() / 2 / _DP_SECONDS_PER_CELL)
+
+    def try_coarse(
+        self, order: np.ndarray, hosts: list[list[int]], *, thorough: bool = False, polish: bool = False
+    ) -> tuple[float, Placement | None]:
+        """Split a coarse order on the coarse level; score it exactly; offer its expansion."""
+        placement = _best_split(
+            _Splitter(self.coarse.instance, order, self.coarse_tensors),
+            _sequence(hosts, self.k),
+            self.bound,
+            self.dp_budget() if thorough else _DP_CELLS,
+        )
+        if placement is None:
+            return np.inf, None
+        if thorough or polish:
+            deadline = time.perf_counter() + self.remaining() / (4 if thorough else 10)
+            placement, _ = _polish(self.coarse_scorer, order, placement, deadline)
+        stage_of = np.asarray(placement.stage_of, dtype=np.int64)
+        bottleneck, _, valid = self.coarse_scorer.score(stage_of, np.asarray(placement.devices))
+        self.evaluations += 1
+        if not valid:
+            return np.inf, None
+        expanded = Placement(tuple(stage_of[self.coarse_rank].tolist()), placement.devices)
+        if self.offer_fine(expanded):
+            self.best_order, self.best_hosts = order, hosts
+        return bottleneck, placement
+
+    def refine(self, order: np.ndarray, hosts: list[list[int]]) -> None:
+        """Split the expanded order on the fine level; polish with the exact order DP if small."""
+        fine_order = self.coarse.expand_order(order)
+        fine = self.fine.instance
+        splitter = _Splitter(fine, fine_order, self.fine_tensors)
+        self.offer_fine(_best_split(splitter, _sequence(hosts, self.k), self.bound, self.dp_budget()))
+        n, devices = len(fine_order), len(fine.cluster.devices)
+        if n * n * self.k * devices <= _POLISH_WORK and self.remaining() > 0:
+            placement, _ = split_order(fine, fine_order)
+            self.offer_fine(placement)
+
+
+def _used_hosts(hosts: list[list[int]], k: int) -> int:
+    """How many of ``hosts`` (in order) the first ``k`` devices span."""
+    return int(np.searchsorted(np.cumsum([len(h) for h in hosts]), k) + 1) if k > 0 else 0
+
+
+def _host_orders(hosts: list[list[int]], k: int) -> list[list[list[int]]]:
+    """Starting host orders: the used hosts fastest first, slowest first, fastest last, interleaved."""
+    used = min(_used_hosts(hosts, k), len(hosts))
+    chosen, rest = hosts[:used], hosts[used:]
+    variants = [chosen, chosen[::-1], chosen[1:] + chosen[:1], chosen[::2] + chosen[1::2]]
+    unique = []
+    for variant in variants:
+        if variant not in unique:
+            unique.append(variant)
+    return [variant + rest for variant in unique]
+
+
+def _neighbour_hosts(hosts: list[list[int]], used: int, rng: np.random.Generator) -> list[list[int]]:
+    """Swap two used hosts, or a used host with an unused one."""
+    hosts = list(hosts)
+    a, b = (int(x) for x in rng.choice(len(hosts), size=2, replace=False))
+    if a >= used and b >= used:
+        a = int(rng.integers(used))
+    hosts[a], hosts[b] = hosts[b], hosts[a]
+    return hosts
+
+
+class Anytime(Solver):
+    name = "anytime"
+    capabilities = Capabilities(scope=Scope.HEURISTIC, heterogeneous=True, time_limit=True)
+
+    def solve(self, instance: Instance, settings: Settings) -> Outcome:
+        search = _Search(instance, settings)
+        coarse = search.coarse.instance
+        settings.report(
+            f"anytime: {len(instance.graph.ops)} ops, {len(search.fine.members)} after exact coarsening,"
+            f" {len(coarse.graph.ops)} at the search level; k ≤ {search.k}, bound {search.bound:.6g} s"
+        )
+        preds: list[list[int]] = [[] for _ in coarse.graph.ops]
+        succs: list[list[int]] = [[] for _ in coarse.graph.ops]
+        for u, v in coarse.graph.edges:
+            succs[u].append(v)
+            preds[v].append(u)
+        natural = np.arange(len(coarse.graph.ops))
+        for variant in _host_orders(search.best_hosts, search.k):
+            if search.best_placement is not None and search.remaining() <= 0:
+                break
+            search.try_coarse(natural, variant, polish=True)
+        search.report("first split")
+        if search.best_order is not None and search.remaining() > 0:
+            search.try_coarse(search.best_order, search.best_hosts, thorough=True)
+            search.report("coarse DP")
+        if search.best_order is not None and search.remaining() > 0 and search.coarse is not search.identity:
+            search.refine(search.best_order, search.best_hosts)
+            search.report("refined")
+        self._evolve(search, preds, succs)
+        if search.best_order is not None and search.remaining() > 0 and search.coarse is not search.identity:
+            search.refine(search.best_order, search.best_hosts)
+        search.report("done")
+        if search.best_placement is None:
+            return Outcome(
+                None,
+                Status.NO_SOLUTION,
+                search.bound,
+                ("anytime: no split of the orders tried fits the devices' memory",),
+            )
+        return Outcome(
+            search.fine.expand(search.best_placement),
+            Status.FEASIBLE,
+            search.bound,
+            (
+                f"anytime: {search.evaluations} placements scored in"
+                f" {time.perf_counter() - search.started:.1f} s; search level"
+                f" {len(coarse.graph.ops)} ops (heuristic), fine level {len(search.fine.members)} ops"
+                f" (exact); bound = work over type-weighted aggregate speed + communication floor",
+            ),
+        )
+
+    @staticmethod
+    def _evolve(search: _Search, preds: list[list[int]], succs: list[list[int]]) -> None:
+        """Biased random-key genetic search over orders, with host-order moves on the elite."""
+        n = len(preds)
+        base = np.arange(n) / max(n, 1)
+        rng = search.rng
+        size, elite = 12, 3
+        population = [base] + [base + rng.normal(0, sigma, n) for sigma in np.geomspace(1e-3, 0.2, size - 1)]
+        scores = []
+        for keys in population:
+            if search.remaining() <= 0:
+                return
+            scores.append(search.try_coarse(_decode(keys, preds, succs), search.best_hosts)[0])
+        generation = stalled = 0
+        while search.remaining() > 0 and stalled < _STALL_GENERATIONS:
+            generation += 1
+            before = search.best
+            ranked = np.argsort(scores, kind="stable")
+            elites = [population[i] for i in ranked[:elite]]
+            elite_scores = [scores[i] for i in ranked[:elite]]
+            children, child_scores = list(elites), list(elite_scores)
+            used_hosts = min(_used_hosts(search.best_hosts, search.k), len(search.best_hosts))
+            if len(search.best_hosts) > 1 and search.best_order is not None:
+                candidate = _neighbour_hosts(search.best_hosts, used_hosts, rng)
+                search.try_coarse(search.best_order, candidate)
+            while len(children) < size and search.remaining() > 0:
+                if len(children) >= size - 2:
+                    keys = base + rng.normal(0, 0.05, n)
+                else:
+                    first = elites[int(rng.integers(elite))]
+                    second = population[int(rng.integers(len(population)))]
+                    keys = np.where(rng.random(n) < 0.7, first, second)
+                children.append(keys)
+                child_scores.append(search.try_coarse(_decode(keys, preds, succs), search.best_hosts)[0])
+            population, scores = children, child_scores
+            stalled = stalled + 1 if search.best >= before else 0
+            if stalled == 0 or generation % 10 == 0:
+                search.report(f"generation {generation}")
