@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from ..errors import SolverError
 from .base import Capabilities, Outcome, Scope, Settings, Solver
+from .cp_sat import CpSat
+from .milp import Milp
 from .order_dp import OrderDP
 
-_REGISTRY: dict[str, type[Solver]] = {cls.name: cls for cls in (OrderDP,)}
+_REGISTRY: dict[str, type[Solver]] = {cls.name: cls for cls in (OrderDP, CpSat, Milp)}
 
 
 def solver_names() -> list[str]:
