@@ -17,6 +17,7 @@ and differ only in how they state the constraints. This module computes what the
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -167,6 +168,13 @@ def stage_model_data(instance: Instance) -> StageModelData:
         tuple(graph.index[op_id] for op_id in group) for group in instance.options.colocate if len(group) > 1
     )
     return StageModelData(instance, classes, tuple(tensors), weight_users, colocate)
+
+
+def remaining(time_limit: float | None, started: float) -> float | None:
+    """What is left of ``time_limit`` after the set-up (bound, warm start, model) since ``started``."""
+    if time_limit is None:
+        return None
+    return max(time_limit - (time.perf_counter() - started), 0.05)
 
 
 def infeasibility_note(solver: str, memory_is_the_cause: bool, stages: int) -> str:

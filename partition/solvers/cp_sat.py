@@ -29,7 +29,7 @@ they take their defining values. Times are integers in units chosen from the dat
 ``1e-8`` of the lower bound) and *rounded down*, so the model never overestimates a placement
 and its proven bound, divided back, is a valid lower bound on the true optimum; the returned
 placement is within a few units of optimal and is re-evaluated exactly. Byte counts, in units
-of the largest capacity / 2**24, are rounded up (memory is never underestimated; a placement
+of the largest capacity / 2**30, are rounded up (memory is never underestimated; a placement
 within that many units per term of a device's capacity may be rejected). Ties in the
 bottleneck are not broken by latency.
 
@@ -41,6 +41,7 @@ give the same answer on every run that ends before the limit).
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -48,17 +49,15 @@ from ortools.sat.python import cp_model
 from ..evaluate import evaluate
 from ..instance import Instance
 from ..placement import Placement, Status
-from ._stage_model import MEMORY_TOLERANCE, StageModelData, infeasibility_note, stage_model_data
+from ._stage_model import MEMORY_TOLERANCE, StageModelData, infeasibility_note, remaining, stage_model_data
 from .base import Capabilities, Outcome, Scope, Settings, Solver
 from .lp_bound import lp_lower_bound
 
-# Model time unit = lower bound × this, so the optimum is ~1e8 units. Coefficients near 1e10
-# (times at 1e-10, or memory in bytes) made CP-SAT's presolve wrongly prove feasible models
-# infeasible (OR-Tools 9.15, presumably overflow), so times stay at 1e-8 and memory is counted
-# in units of the largest capacity / 2**24 (about 5 kB for 80 GB).
+# Model time unit = lower bound × this, so the optimum is ~1e8 units; memory is counted in units
+# of the largest capacity / 2**30 (75 bytes for 80 GB). Both rounded the safe way (see above).
 _RESOLUTION = 1e-8
 _MAX_MODEL_VALUE = 2**40
-_MEMORY_STEPS = 2**24
+_MEMORY_STEPS = 2**30
 
 
 class _Model:
@@ -131,7 +130,11 @@ class _Model:
             """(link kind, literals that select it) for stages ``s`` and ``r``."""
             if len(kinds) == 1:
                 return [(0, [])]
-            out = [(ell, [host[s, kind.host], host[r, kind.host]]) for ell, kind in enumerate(kinds) if kind.host >= 0]
+            out = [
+                (ell, [host[s, kind.host], host[r, kind.host]])
+                for ell, kind in enumerate(kinds)
+                if kind.host >= 0
+            ]
             inter = len(kinds) - 1
             out += [(inter, [host[s, h], host[r, h].Not()]) for h in hosts]
             return out
@@ -147,9 +150,9 @@ class _Model:
                 send[s].append(pair)
             m.Add(pair >= sum(int(cheapest[i]) * self.q[i, s, r] for i in range(len(tensors))))
             for ell, literals in link_literals(s, r):
-                m.Add(pair >= sum(int(costs[i, ell]) * self.q[i, s, r] for i in range(len(tensors)))).OnlyEnforceIf(
-                    literals
-                )
+                m.Add(
+                    pair >= sum(int(costs[i, ell]) * self.q[i, s, r] for i in range(len(tensors)))
+                ).OnlyEnforceIf(literals)
         if data.once:
             for i in range(len(tensors)):
                 for s in range(k - 1):
@@ -207,7 +210,8 @@ class _Model:
                 if working[v] > 0:
                     m.Add(largest >= int(working[v]) * self.x[v][s])
             capacity = [
-                math.floor(cls.memory * (1 + MEMORY_TOLERANCE) / byte_unit) * self.z[s][c] for c, cls in enumerate(data.classes)
+                math.floor(cls.memory * (1 + MEMORY_TOLERANCE) / byte_unit) * self.z[s][c]
+                for c, cls in enumerate(data.classes)
             ]
             m.Add(sum(terms) + largest <= sum(capacity))
 
@@ -215,9 +219,12 @@ class _Model:
         """Hint every decision literal from a placement (derived ones follow by propagation)."""
         data = self.data
         classes = [data.class_of_device(d) for d in placement.devices]
+        hinted = set()
         for v, stage in enumerate(placement.stage_of):
-            for s in range(data.num_stages):
-                self.model.AddHint(self.x[v][s], stage == s)
+            if id(self.x[v]) not in hinted:  # colocated ops share one column of literals
+                hinted.add(id(self.x[v]))
+                for s in range(data.num_stages):
+                    self.model.AddHint(self.x[v][s], stage == s)
         for s in range(data.num_stages):
             self.model.AddHint(self.used[s], s < placement.num_stages)
             for c in range(len(data.classes)):
@@ -231,16 +238,22 @@ class _Model:
 
     def decode(self, solver: cp_model.CpSolver) -> Placement:
         data = self.data
-        stage_of = [next(s for s in range(data.num_stages) if solver.Value(self.x[v][s])) for v in range(data.num_ops)]
+        stage_of = [
+            next(s for s in range(data.num_stages) if solver.Value(self.x[v][s])) for v in range(data.num_ops)
+        ]
         stages = max(stage_of) + 1
-        chosen = [next(c for c in range(len(data.classes)) if solver.Value(self.z[s][c])) for s in range(stages)]
+        chosen = [
+            next(c for c in range(len(data.classes)) if solver.Value(self.z[s][c])) for s in range(stages)
+        ]
         return data.decode(stage_of, chosen)
 
 
 def _unit(data: StageModelData, lower_bound: float) -> float:
     """Seconds per model unit: fine enough for 1e-10 of the bound, coarse enough to fit int64."""
     finite = np.where(np.isfinite(data.times), data.times, 0.0)
-    worst = float(finite.max(axis=1).sum() + 2 * data.transfer.max(axis=1, initial=0.0).sum() * data.num_stages)
+    worst = float(
+        finite.max(axis=1).sum() + 2 * data.transfer.max(axis=1, initial=0.0).sum() * data.num_stages
+    )
     reference = lower_bound if 0 < lower_bound < math.inf else max(worst, 1e-12)
     return max(reference * _RESOLUTION, worst / _MAX_MODEL_VALUE, 1e-300)
 
@@ -248,6 +261,11 @@ def _unit(data: StageModelData, lower_bound: float) -> float:
 def _parameters(solver: cp_model.CpSolver, settings: Settings, time_limit: float | None) -> None:
     solver.parameters.num_workers = max(1, settings.threads)
     solver.parameters.random_seed = settings.seed
+    # OR-Tools 9.15: the presolve step that detects included linear constraints cut off optimal
+    # solutions of this model (wrong optima and wrong INFEASIBLE, found by the exhaustive tests,
+    # while the same model with every variable fixed to the true optimum was feasible); the
+    # same workaround as google/or-tools issue #5293. Off.
+    solver.parameters.presolve_inclusion_work_limit = 0
     if time_limit is not None:
         solver.parameters.max_time_in_seconds = max(time_limit, 0.01)
 
@@ -257,6 +275,7 @@ class CpSat(Solver):
     capabilities = Capabilities(scope=Scope.GLOBAL, heterogeneous=True, time_limit=True)
 
     def solve(self, instance: Instance, settings: Settings) -> Outcome:
+        started = time.perf_counter()
         data = stage_model_data(instance)
         lower_bound = lp_lower_bound(instance)
         start = data.warm_start()
@@ -273,7 +292,7 @@ class CpSat(Solver):
             f" {len(data.classes)} device classes; LP bound {lower_bound:.6g} s"
         )
         solver = cp_model.CpSolver()
-        _parameters(solver, settings, settings.time_limit)
+        _parameters(solver, settings, remaining(settings.time_limit, started))
         status = solver.Solve(model.model)
         bound = max(lower_bound, solver.BestObjectiveBound() * unit * (1 - 1e-12))
         notes = [f"cp-sat: {solver.StatusName(status)} after {solver.WallTime():.2f} s"]

@@ -24,9 +24,11 @@ so coefficients stay near 1. CBC runs as a subprocess through pulp (so it cannot
 another HiGHS build in this process), warm-started with the order DP's placement, with the
 time limit, thread count and seed (``randomCbcSeed``) of :class:`Settings` and a relative gap
 tolerance of 1e-7. **pulp reports "Optimal" when a time limit stops CBC with an incumbent**, so
-the status comes from ``pulp.LpSolution[prob.sol_status]`` and the bound from CBC's log; the
-bound returned is that of CBC reduced by 1e-6 relative (solver tolerances), and never below the
-LP bound of :mod:`.lp_bound`.
+the status comes from ``pulp.LpSolution[prob.sol_status]`` (infeasibility from
+``prob.status``: CBC's "Integer infeasible" leaves ``sol_status`` at "No Solution Found"). The
+bound is the optimum less the gap tolerance when proven optimal, else the last "best possible"
+of CBC's log; it is reduced by 1e-6 relative (solver tolerances) and never below the LP bound of
+:mod:`.lp_bound`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ from __future__ import annotations
 import math
 import re
 import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -42,13 +48,15 @@ import pulp
 from ..evaluate import evaluate
 from ..instance import Instance
 from ..placement import Placement, Status
-from ._stage_model import MEMORY_TOLERANCE, StageModelData, infeasibility_note, stage_model_data
+from ._stage_model import MEMORY_TOLERANCE, StageModelData, infeasibility_note, remaining, stage_model_data
 from .base import Capabilities, Outcome, Scope, Settings, Solver
 from .lp_bound import lp_lower_bound
 
 _GAP = 1e-7
 _BOUND_SAFETY = 1e-6
-_CBC_BOUND = re.compile(r"^(Lower bound|Objective value):\s+(\S+)", re.MULTILINE)
+# CBC's progress lines end with "best possible <bound>" (8 significant digits); its final
+# "Lower bound:" line keeps only 4, too coarse to use.
+_CBC_BOUND = re.compile(r"best possible (-?[0-9.]+(?:[eE][-+]?[0-9]+)?)")
 
 
 class _Model:
@@ -131,7 +139,11 @@ class _Model:
             """(link kind, expression that is 0 when the hosts of s, r select it, else ≥ 1)."""
             if len(kinds) == 1:
                 return [(0, 0)]
-            out = [(ell, 2 - host[s, kind.host] - host[r, kind.host]) for ell, kind in enumerate(kinds) if kind.host >= 0]
+            out = [
+                (ell, 2 - host[s, kind.host] - host[r, kind.host])
+                for ell, kind in enumerate(kinds)
+                if kind.host >= 0
+            ]
             out += [(len(kinds) - 1, 1 - host[s, h] + host[r, h]) for h in hosts]
             return out
 
@@ -147,7 +159,11 @@ class _Model:
             p += pair >= pulp.lpSum(float(cheapest[i]) * q[i, s, r] for i in range(len(tensors)))
             for ell, slack in slacks(s, r):
                 big = float(costs[:, ell].sum())
-                p += pair >= pulp.lpSum(float(costs[i, ell]) * q[i, s, r] for i in range(len(tensors))) - big * slack
+                p += (
+                    pair
+                    >= pulp.lpSum(float(costs[i, ell]) * q[i, s, r] for i in range(len(tensors)))
+                    - big * slack
+                )
         if data.once:
             for i in range(len(tensors)):
                 for s in range(k - 1):
@@ -191,7 +207,10 @@ class _Model:
             largest = nonneg("ws")
             for v in range(data.num_ops):
                 p += largest >= float(data.working[v]) / scale * on[v][s]
-            capacity = [cls.memory * (1 + MEMORY_TOLERANCE) / scale * self.z[s][c] for c, cls in enumerate(data.classes)]
+            capacity = [
+                cls.memory * (1 + MEMORY_TOLERANCE) / scale * self.z[s][c]
+                for c, cls in enumerate(data.classes)
+            ]
             p += pulp.lpSum(terms) + largest <= pulp.lpSum(capacity)
 
     def warm_start(self, placement: Placement) -> None:
@@ -215,28 +234,34 @@ class _Model:
         return data.decode(stage_of, chosen)
 
 
-def _cbc(settings: Settings, log: Path, warm: bool) -> pulp.PULP_CBC_CMD:
-    options = [f"randomCbcSeed {settings.seed}"] if settings.seed > 0 else []
-    return pulp.PULP_CBC_CMD(
+def _solve_with_cbc(
+    problem: pulp.LpProblem, settings: Settings, time_limit: float | None, log: Path, warm: bool
+) -> None:
+    command = pulp.PULP_CBC_CMD(
         msg=False,
-        timeLimit=settings.time_limit,
+        timeLimit=time_limit,
         threads=max(1, settings.threads),
         gapRel=_GAP,
         warmStart=warm,
         logPath=str(log),
-        options=options,
+        options=[f"randomCbcSeed {settings.seed}"] if settings.seed > 0 else [],
     )
+    problem.solve(command)
+
+
+@contextmanager
+def _pulp_2_api() -> Iterator[None]:
+    """pulp 3.3 deprecates ``LpVariable(...)`` and the bundled CBC for pulp 4; the project
+    supports pulp ≥ 2.8, which has neither replacement, so keep the old calls quietly."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
 
 
 def _cbc_bound(log: str) -> float | None:
-    """CBC's final lower bound ("Lower bound:" when stopped, else the optimal objective)."""
-    found = dict(_CBC_BOUND.findall(log))
-    for key in ("Lower bound", "Objective value"):
-        try:
-            return float(found[key])
-        except (KeyError, ValueError):
-            continue
-    return None
+    """CBC's last reported bound on the optimum (scaled units), if it reported one."""
+    found = _CBC_BOUND.findall(log)
+    return float(found[-1]) if found else None
 
 
 class Milp(Solver):
@@ -244,33 +269,46 @@ class Milp(Solver):
     capabilities = Capabilities(scope=Scope.GLOBAL, heterogeneous=True, time_limit=True)
 
     def solve(self, instance: Instance, settings: Settings) -> Outcome:
+        started = time.perf_counter()
         data = stage_model_data(instance)
         lower_bound = lp_lower_bound(instance)
         unit = lower_bound if 0 < lower_bound < math.inf else 1.0
         start = data.warm_start()
-        model = _Model(data, unit, data.memory_can_bind)
+        with _pulp_2_api():
+            model = _Model(data, unit, data.memory_can_bind)
         if start is not None:
             model.warm_start(start)
         problem = model.problem
         settings.report(
-            f"milp: {len(problem.variables())} variables, {len(problem.constraints)} constraints;"
+            f"milp: {len(problem.variables())} variables, {problem.numConstraints()} constraints;"
             f" LP bound {lower_bound:.6g} s"
         )
-        with tempfile.TemporaryDirectory() as folder:
+        with tempfile.TemporaryDirectory() as folder, _pulp_2_api():
             log = Path(folder) / "cbc.log"
-            problem.solve(_cbc(settings, log, start is not None))
+            _solve_with_cbc(
+                problem, settings, remaining(settings.time_limit, started), log, start is not None
+            )
             text = log.read_text(errors="replace") if log.exists() else ""
         solution = pulp.LpSolution[problem.sol_status]
         notes = [f"milp (CBC): {solution}"]
-        cbc_bound = _cbc_bound(text)
+        if problem.sol_status == pulp.LpSolutionOptimal:  # optimal within the gap tolerance
+            cbc_bound = (pulp.value(problem.objective) or 0.0) * (1 - _GAP)
+        else:
+            cbc_bound = _cbc_bound(text)
         bound = lower_bound
-        if cbc_bound is not None and solution != "No Solution Exists":
+        if cbc_bound is not None and problem.status != pulp.LpStatusInfeasible:
             bound = max(bound, cbc_bound * unit * (1 - _BOUND_SAFETY))
-        if problem.sol_status == pulp.LpSolutionInfeasible:
+        if problem.status == pulp.LpStatusInfeasible:  # CBC's "Infeasible" / "Integer infeasible"
+            if start is not None:  # contradicts a valid placement: only numerics can do that
+                notes.append("milp: CBC reports infeasible, yet the warm start is valid; returning it")
+                return Outcome(start, Status.FEASIBLE, lower_bound, tuple(notes))
             return Outcome(None, Status.INFEASIBLE, math.inf, (self._why_infeasible(data, settings),))
         if problem.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
             placement = model.decode()
-            if start is not None and evaluate(instance, start).bottleneck < evaluate(instance, placement).bottleneck:
+            if (
+                start is not None
+                and evaluate(instance, start).bottleneck < evaluate(instance, placement).bottleneck
+            ):
                 placement = start  # CBC can return its incumbent below a better warm start
             status = Status.OPTIMAL if problem.sol_status == pulp.LpSolutionOptimal else Status.FEASIBLE
             return Outcome(placement, status, bound, tuple(notes))
@@ -284,11 +322,14 @@ class Milp(Solver):
         """Re-solve without memory: if that is feasible, memory is the reason."""
         memory_is_the_cause = False
         if data.memory_can_bind:
-            relaxed = _Model(data, 1.0, memory=False)
-            with tempfile.TemporaryDirectory() as folder:
-                relaxed.problem.solve(_cbc(settings, Path(folder) / "cbc.log", warm=False))
+            with _pulp_2_api():
+                relaxed = _Model(data, 1.0, memory=False)
+            with tempfile.TemporaryDirectory() as folder, _pulp_2_api():
+                _solve_with_cbc(
+                    relaxed.problem, settings, settings.time_limit, Path(folder) / "cbc.log", False
+                )
             memory_is_the_cause = relaxed.problem.sol_status in (
                 pulp.LpSolutionOptimal,
                 pulp.LpSolutionIntegerFeasible,
-            )
+            )  # a time-limited relaxed solve without a solution proves nothing: not memory
         return infeasibility_note("milp", memory_is_the_cause, data.num_stages)
