@@ -78,10 +78,6 @@ class StageModelData:
         return self.instance.options.stages
 
     @property
-    def num_hosts(self) -> int:
-        return len(self.instance.cluster.hosts)
-
-    @property
     def once(self) -> bool:
         return self.instance.options.comm_mode is CommMode.ONCE
 
@@ -177,14 +173,16 @@ def remaining(time_limit: float | None, started: float) -> float | None:
     return max(time_limit - (time.perf_counter() - started), 0.05)
 
 
-def infeasibility_note(solver: str, memory_is_the_cause: bool, stages: int) -> str:
+def infeasibility_note(solver: str, memory_is_the_cause: bool, data: StageModelData) -> str:
     """The reason given when a global model is proven infeasible."""
+    options = data.instance.options
+    stages = f"{'exactly' if options.exact_stages else 'at most'} {options.stages} stages"
     if memory_is_the_cause:
         return (
-            f"{solver}: proven infeasible: no placement on at most {stages} stages fits the devices'"
-            " memory (weights, transfer buffers and working sets), though one exists without memory limits"
+            f"{solver}: proven infeasible: no placement on {stages} fits the devices' memory"
+            " (weights, transfer buffers and working sets), though one exists without memory limits"
         )
     return (
-        f"{solver}: proven infeasible: no placement on at most {stages} stages satisfies the"
-        " precedence, device-type and colocation constraints"
+        f"{solver}: proven infeasible: no placement on {stages} satisfies the precedence,"
+        " device-type and colocation constraints"
     )

@@ -323,4 +323,4 @@ class CpSat(Solver):
             _parameters(solver, settings, settings.time_limit)
             solver.parameters.stop_after_first_solution = True
             memory_is_the_cause = solver.Solve(relaxed.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-        return infeasibility_note("cp-sat", memory_is_the_cause, data.num_stages)
+        return infeasibility_note("cp-sat", memory_is_the_cause, data)

@@ -332,4 +332,4 @@ class Milp(Solver):
                 pulp.LpSolutionOptimal,
                 pulp.LpSolutionIntegerFeasible,
             )  # a time-limited relaxed solve without a solution proves nothing: not memory
-        return infeasibility_note("milp", memory_is_the_cause, data.num_stages)
+        return infeasibility_note("milp", memory_is_the_cause, data)
