@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
+from conftest import LIGHT
 from exhaustive import exhaustive_optimum
 from global_cases import larger_instance, medium_instance, packing_infeasible_instance, small_instances
 from hypothesis import given, settings
 
 import partition
+from partition.cli import main
 from partition.solvers.lp_bound import lp_lower_bound
 
 
@@ -52,3 +56,18 @@ def test_same_answer_with_fixed_seed_and_one_thread() -> None:
     second = partition.solve(instance, "cp-sat", time_limit=30, seed=3, threads=1)
     assert first.status is partition.Status.OPTIMAL
     assert first.placement == second.placement
+
+
+def test_cli_proves_the_optimum_of_a_real_model(tmp_path: Path, capsys) -> None:
+    output = tmp_path / "placement.json"
+    source = str(LIGHT / "light_squeezenet.onnx")
+    arguments = ["solve", source, "--cluster", "hetero-2h100-4a100-2l4", "--stages", "4", "-q"]
+    assert main([*arguments, "--solver", "cp-sat", "--time-limit", "60", "-o", str(output)]) == 0
+    document = json.loads(output.read_text())
+    assert document["status"] == "optimal"
+    assert document["bottleneck_s"] == pytest.approx(document["lower_bound_s"], rel=1e-6)
+    heuristic = partition.solve(
+        partition.make_instance(source, "hetero-2h100-4a100-2l4", 4), "order-dp"
+    ).bottleneck
+    assert document["bottleneck_s"] <= heuristic * (1 + 1e-9)
+    capsys.readouterr()

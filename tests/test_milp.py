@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
+from conftest import LIGHT
 from exhaustive import exhaustive_optimum
 from global_cases import larger_instance, packing_infeasible_instance, small_instances
 from hypothesis import given, settings
 
 import partition
+from partition.cli import main
 
 
-@settings(max_examples=15, deadline=None, derandomize=True)
-@given(instance=small_instances(max_ops=7))
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(instance=small_instances())
 def test_milp_reaches_the_exhaustive_optimum(instance: partition.Instance) -> None:
     optimum = exhaustive_optimum(instance)
     result = partition.solve(instance, "milp", threads=1)
@@ -40,3 +44,14 @@ def test_proven_infeasible_names_memory() -> None:
     result = partition.solve(packing_infeasible_instance(), "milp", threads=1)
     assert result.status is partition.Status.INFEASIBLE and result.placement is None
     assert "memory" in result.notes[0]
+
+
+def test_cli_on_a_real_model_with_a_time_limit(tmp_path: Path, capsys) -> None:
+    output = tmp_path / "placement.json"
+    source = str(LIGHT / "light_squeezenet.onnx")
+    arguments = ["solve", source, "--cluster", "hetero-2h100-4a100-2l4", "--stages", "3", "-q"]
+    assert main([*arguments, "--solver", "milp", "--time-limit", "3", "-o", str(output)]) == 0
+    document = json.loads(output.read_text())
+    assert document["status"] in ("optimal", "feasible")
+    assert 0 < document["lower_bound_s"] <= document["bottleneck_s"] * (1 + 1e-9)
+    capsys.readouterr()
