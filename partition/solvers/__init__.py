@@ -7,12 +7,25 @@ from .anytime import Anytime
 from .base import Capabilities, Outcome, Scope, Settings, Solver
 from .baselines import BalancedParams, BalancedTime, SingleDevice, Uniform
 from .brute_force import BruteForce
+from .cp_sat import CpSat
 from .ideal_dp import IdealDP
+from .milp import Milp
 from .order_dp import OrderDP
 
 _REGISTRY: dict[str, type[Solver]] = {
     cls.name: cls
-    for cls in (OrderDP, BruteForce, IdealDP, Anytime, Uniform, BalancedParams, BalancedTime, SingleDevice)
+    for cls in (
+        OrderDP,
+        BruteForce,
+        IdealDP,
+        CpSat,
+        Milp,
+        Anytime,
+        Uniform,
+        BalancedParams,
+        BalancedTime,
+        SingleDevice,
+    )
 }
 
 

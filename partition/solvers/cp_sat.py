@@ -1,0 +1,346 @@
+"""Exact global solver: the whole problem as one CP-SAT model (OR-Tools).
+
+Variables (``s, s'`` stages with ``s < s'``, ``c`` device classes of
+:mod:`._stage_model`, ``h`` hosts, ``i`` cut tensors, ``w`` weights):
+
+- ``x[v,s]``: op ``v`` on stage ``s`` (exactly one per op); ``used[s]`` iff stage ``s`` has an
+  op; ``used[s+1] → used[s]`` (stages used contiguously from 0: no empty-stage symmetry).
+- ``z[s,c]``: stage ``s`` runs on a device of class ``c``; ``Σ_c z[s,c] = used[s]``,
+  ``Σ_s z[s,c] ≤ |c|``. Derived ``typ[s,τ]`` and ``host[s,h]`` are sums of ``z``.
+- Precedence in cumulative form: for every edge ``(u, v)`` and ``s``,
+  ``Σ_{s''≤s} x[v,s''] ≤ Σ_{s''≤s} x[u,s'']``. Colocated ops share their ``x`` column.
+- ``q[i,s,s']``: tensor ``i`` produced on ``s`` is needed on ``s'``
+  (``x[p,s] ∧ x[c,s'] → q`` for each consumer ``c``).
+- Compute: ``comp[s] ≥ Σ_v t_τ(v) x[v,s]`` enforced by ``typ[s,τ]``; ``x[v,s] ∧ typ[s,τ]`` is
+  forbidden when ``t_τ(v) = inf``.
+- Communication: ``pair[s,s'] ≥ Σ_i cost_ℓ(i) q[i,s,s']`` enforced by the hosts of ``s`` and
+  ``s'`` selecting link kind ``ℓ``. Receivers pay ``recv[s'] = Σ_s pair[s,s']``; senders pay
+  ``Σ_{s'} pair[s,s']`` (``per-destination``) or, in ``once`` mode, ``Σ_i snd[i,s]`` with
+  ``snd[i,s] ≥ cost_ℓ(i)`` whenever ``q[i,s,s']`` and the link of ``(s, s')`` is ``ℓ`` (the
+  slowest destination).
+- Memory (exactly the evaluator's estimate): ``Σ_w W_w wu[w,s] + Σ_i b_i (sent[i,s] +
+  Σ_{s''} q[i,s'',s]) + ws[s] ≤ Σ_c M_c z[s,c]`` with ``wu`` (weight used on ``s``), ``sent``
+  (tensor leaves ``s``) and ``ws[s] ≥ working(v) x[v,s]``.
+- Objective: minimise ``B ≥ comp[s] + send[s] + recv[s]`` (with overlap, ``B ≥ comp[s]`` and
+  ``B ≥ send[s] + recv[s]``); ``B`` starts at the LP lower bound of :mod:`.lp_bound`.
+
+Every derived variable only has lower bounds, which is exact for a minimisation: at an optimum
+they take their defining values. Times are integers in units chosen from the data (about
+``1e-8`` of the lower bound) and *rounded down*, so the model never overestimates a placement
+and its proven bound, divided back, is a valid lower bound on the true optimum; the returned
+placement is within a few units of optimal and is re-evaluated exactly. Byte counts, in units
+of the largest capacity / 2**30, are rounded up (memory is never underestimated; a placement
+within that many units per term of a device's capacity may be rejected). Ties in the
+bottleneck are not broken by latency.
+
+The solve starts from the order DP's split of the graph's topological order (``AddHint``), and
+honours the time limit, thread count and seed of :class:`Settings` (one thread and a fixed seed
+give the same answer on every run that ends before the limit).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from ..evaluator import evaluate
+from ..instance import Instance
+from ..placement import Placement, Status
+from ._stage_model import MEMORY_TOLERANCE, StageModelData, infeasibility_note, remaining, stage_model_data
+from .base import Capabilities, Outcome, Scope, Settings, Solver
+from .lp_bound import lp_lower_bound
+
+# Model time unit = lower bound × this, so the optimum is ~1e8 units; memory is counted in units
+# of the largest capacity / 2**30 (75 bytes for 80 GB). Both rounded the safe way (see above).
+_RESOLUTION = 1e-8
+_MAX_MODEL_VALUE = 2**40
+_MEMORY_STEPS = 2**30
+
+
+class _Model:
+    """The CP-SAT model of one instance, with handles to decode and warm-start it."""
+
+    def __init__(self, data: StageModelData, unit: float, lower: int, upper: int, memory: bool) -> None:
+        self.data = data
+        m = self.model = cp_model.CpModel()
+        n, k = data.num_ops, data.num_stages
+        classes = data.classes
+        types = sorted({c.type_column for c in classes})
+        hosts = sorted({c.host for c in classes})
+        times = data.times
+
+        self.x = [[m.NewBoolVar(f"x{v}_{s}") for s in range(k)] for v in range(n)]
+        for group in data.colocate:
+            for v in group[1:]:
+                self.x[v] = self.x[group[0]]
+        self.used = [m.NewBoolVar(f"used{s}") for s in range(k)]
+        self.z = [[m.NewBoolVar(f"z{s}_{c}") for c in range(len(classes))] for s in range(k)]
+        for v in range(n):
+            m.AddExactlyOne(self.x[v])
+        for s in range(k):
+            column = [self.x[v][s] for v in range(n)]
+            for literal in column:
+                m.AddImplication(literal, self.used[s])
+            m.AddBoolOr([self.used[s].Not(), *column])
+            m.Add(sum(self.z[s]) == self.used[s])
+            if s + 1 < k:
+                m.AddImplication(self.used[s + 1], self.used[s])
+        if data.instance.options.exact_stages:
+            m.Add(self.used[k - 1] == 1)
+        for c, cls in enumerate(classes):
+            m.Add(sum(self.z[s][c] for s in range(k)) <= len(cls.devices))
+        typ = {(s, t): self._selector(s, [c for c, cls in enumerate(classes) if cls.type_column == t])
+               for s in range(k) for t in types}  # fmt: skip
+        host = {(s, h): self._selector(s, [c for c, cls in enumerate(classes) if cls.host == h])
+                for s in range(k) for h in hosts}  # fmt: skip
+
+        for u, v in data.instance.graph.edges:
+            for s in range(k - 1):
+                m.Add(sum(self.x[v][: s + 1]) <= sum(self.x[u][: s + 1]))
+
+        tensors, kinds = data.tensors, data.link_kinds
+        costs = np.floor(data.transfer / unit).astype(np.int64)
+        finite = np.where(np.isfinite(times), times, 0.0)
+        horizon = int(np.floor(finite / unit).max(axis=1).sum() + costs.max(axis=1, initial=0).sum())
+        self.bottleneck = m.NewIntVar(lower, upper, "bottleneck")
+        compute = [m.NewIntVar(0, horizon, f"comp{s}") for s in range(k)]
+        for s in range(k):
+            for t in types:
+                finite = np.isfinite(times[:, t])
+                scaled = np.floor(np.where(finite, times[:, t], 0.0) / unit).astype(np.int64)
+                m.Add(
+                    compute[s] >= sum(int(scaled[v]) * self.x[v][s] for v in range(n) if scaled[v] > 0)
+                ).OnlyEnforceIf(typ[s, t])
+                for v in np.flatnonzero(~finite):
+                    m.AddBoolOr([self.x[v][s].Not(), typ[s, t].Not()])
+
+        cheapest = costs.min(axis=1) if len(tensors) else np.zeros(0, dtype=np.int64)
+        self.q: dict[tuple[int, int, int], cp_model.IntVar] = {}
+        pairs = [(s, r) for s in range(k) for r in range(s + 1, k)]
+        for i, tensor in enumerate(tensors):
+            for s, r in pairs:
+                q = self.q[i, s, r] = m.NewBoolVar(f"q{i}_{s}_{r}")
+                for c in tensor.consumers:
+                    m.AddBoolOr([self.x[tensor.producer][s].Not(), self.x[c][r].Not(), q])
+
+        def link_literals(s: int, r: int) -> list[tuple[int, list]]:
+            """(link kind, literals that select it) for stages ``s`` and ``r``."""
+            if len(kinds) == 1:
+                return [(0, [])]
+            out = [
+                (ell, [host[s, kind.host], host[r, kind.host]])
+                for ell, kind in enumerate(kinds)
+                if kind.host >= 0
+            ]
+            inter = len(kinds) - 1
+            out += [(inter, [host[s, h], host[r, h].Not()]) for h in hosts]
+            return out
+
+        send = [[] for _ in range(k)]
+        recv = [[] for _ in range(k)]
+        for s, r in pairs:
+            if not tensors:
+                break
+            pair = m.NewIntVar(0, int(costs.max(axis=1).sum()), f"pair{s}_{r}")
+            recv[r].append(pair)
+            if not data.once:
+                send[s].append(pair)
+            m.Add(pair >= sum(int(cheapest[i]) * self.q[i, s, r] for i in range(len(tensors))))
+            for ell, literals in link_literals(s, r):
+                m.Add(
+                    pair >= sum(int(costs[i, ell]) * self.q[i, s, r] for i in range(len(tensors)))
+                ).OnlyEnforceIf(literals)
+        if data.once:
+            for i in range(len(tensors)):
+                for s in range(k - 1):
+                    snd = m.NewIntVar(0, int(costs[i].max()), f"snd{i}_{s}")
+                    send[s].append(snd)
+                    for r in range(s + 1, k):
+                        m.Add(snd >= int(cheapest[i])).OnlyEnforceIf(self.q[i, s, r])
+                        for ell, literals in link_literals(s, r):
+                            m.Add(snd >= int(costs[i, ell])).OnlyEnforceIf([self.q[i, s, r], *literals])
+
+        for s in range(k):
+            comm = sum(send[s]) + sum(recv[s])
+            if data.instance.options.overlap:
+                m.Add(self.bottleneck >= compute[s])
+                m.Add(self.bottleneck >= comm)
+            else:
+                m.Add(self.bottleneck >= compute[s] + comm)
+
+        if memory:
+            self._add_memory(pairs)
+        m.Minimize(self.bottleneck)
+
+    def _selector(self, s: int, members: list[int]) -> cp_model.IntVar:
+        """A literal true iff stage ``s`` uses one of the classes in ``members``."""
+        if len(members) == 1:
+            return self.z[s][members[0]]
+        literal = self.model.NewBoolVar("")
+        self.model.Add(sum(self.z[s][c] for c in members) == literal)
+        return literal
+
+    def _add_memory(self, pairs: list[tuple[int, int]]) -> None:
+        data, m, k = self.data, self.model, self.data.num_stages
+        byte_unit = max(c.memory for c in data.classes) / _MEMORY_STEPS
+        working = np.ceil(data.working / byte_unit).astype(np.int64)
+        for s in range(k):
+            terms = []
+            for size, users in data.weight_users:
+                used = m.NewBoolVar("")
+                for v in users:
+                    m.AddImplication(self.x[v][s], used)
+                terms.append(math.ceil(size / byte_unit) * used)
+            for i, tensor in enumerate(data.tensors):
+                size = math.ceil(tensor.bytes / byte_unit)
+                if size == 0:
+                    continue
+                outgoing = [self.q[i, a, b] for a, b in pairs if a == s]
+                if outgoing:
+                    sent = m.NewBoolVar("")
+                    for q in outgoing:
+                        m.AddImplication(q, sent)
+                    terms.append(size * sent)
+                terms += [size * self.q[i, a, b] for a, b in pairs if b == s]
+            largest = m.NewIntVar(0, int(working.max(initial=0)), f"ws{s}")
+            for v in range(data.num_ops):
+                if working[v] > 0:
+                    m.Add(largest >= int(working[v]) * self.x[v][s])
+            capacity = [
+                math.floor(cls.memory * (1 + MEMORY_TOLERANCE) / byte_unit) * self.z[s][c]
+                for c, cls in enumerate(data.classes)
+            ]
+            m.Add(sum(terms) + largest <= sum(capacity))
+
+    def hint(self, placement: Placement) -> None:
+        """Hint every decision literal from a placement (derived ones follow by propagation)."""
+        data = self.data
+        classes = [data.class_of_device(d) for d in placement.devices]
+        hinted = set()
+        for v, stage in enumerate(placement.stage_of):
+            if id(self.x[v]) not in hinted:  # colocated ops share one column of literals
+                hinted.add(id(self.x[v]))
+                for s in range(data.num_stages):
+                    self.model.AddHint(self.x[v][s], stage == s)
+        for s in range(data.num_stages):
+            self.model.AddHint(self.used[s], s < placement.num_stages)
+            for c in range(len(data.classes)):
+                self.model.AddHint(self.z[s][c], s < placement.num_stages and classes[s] == c)
+        for (i, s, r), q in self.q.items():
+            tensor = data.tensors[i]
+            needed = placement.stage_of[tensor.producer] == s and any(
+                placement.stage_of[c] == r for c in tensor.consumers
+            )
+            self.model.AddHint(q, needed)
+
+    def complete_hint(self, settings: Settings, time_limit: float | None) -> None:
+        """Extend the hint to every variable: CP-SAT repairs a partial hint slowly (no solution in
+        15 s on DenseNet-121), so solve a copy with the hinted literals fixed, stopping at the
+        first solution, and hint all of its values (if it found one; else keep the partial hint)."""
+        proto = self.model.Proto()
+        fixed = self.model.Clone()
+        for index, value in zip(proto.solution_hint.vars, proto.solution_hint.values, strict=True):
+            fixed.Add(fixed.GetIntVarFromProtoIndex(index) == value)
+        solver = cp_model.CpSolver()
+        _parameters(solver, settings, time_limit)
+        solver.parameters.stop_after_first_solution = True
+        if solver.Solve(fixed) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return
+        self.model.ClearHints()
+        for index in range(len(proto.variables)):
+            self.model.AddHint(
+                self.model.GetIntVarFromProtoIndex(index), solver.Value(fixed.GetIntVarFromProtoIndex(index))
+            )
+
+    def decode(self, solver: cp_model.CpSolver) -> Placement:
+        data = self.data
+        stage_of = [
+            next(s for s in range(data.num_stages) if solver.Value(self.x[v][s])) for v in range(data.num_ops)
+        ]
+        stages = max(stage_of) + 1
+        chosen = [
+            next(c for c in range(len(data.classes)) if solver.Value(self.z[s][c])) for s in range(stages)
+        ]
+        return data.decode(stage_of, chosen)
+
+
+def _unit(data: StageModelData, lower_bound: float) -> float:
+    """Seconds per model unit: fine enough for 1e-10 of the bound, coarse enough to fit int64."""
+    finite = np.where(np.isfinite(data.times), data.times, 0.0)
+    worst = float(
+        finite.max(axis=1).sum() + 2 * data.transfer.max(axis=1, initial=0.0).sum() * data.num_stages
+    )
+    reference = lower_bound if 0 < lower_bound < math.inf else max(worst, 1e-12)
+    return max(reference * _RESOLUTION, worst / _MAX_MODEL_VALUE, 1e-300)
+
+
+def _parameters(solver: cp_model.CpSolver, settings: Settings, time_limit: float | None) -> None:
+    solver.parameters.num_workers = max(1, settings.threads)
+    solver.parameters.random_seed = settings.seed
+    # OR-Tools 9.15: the presolve step that detects included linear constraints cut off optimal
+    # solutions of this model (wrong optima and wrong INFEASIBLE, found by the exhaustive tests,
+    # while the same model with every variable fixed to the true optimum was feasible); the
+    # same workaround as google/or-tools issue #5293. Off.
+    solver.parameters.presolve_inclusion_work_limit = 0
+    if time_limit is not None:
+        solver.parameters.max_time_in_seconds = max(time_limit, 0.01)
+
+
+class CpSat(Solver):
+    name = "cp-sat"
+    capabilities = Capabilities(scope=Scope.GLOBAL, heterogeneous=True, time_limit=True)
+
+    def solve(self, instance: Instance, settings: Settings) -> Outcome:
+        started = time.perf_counter()
+        data = stage_model_data(instance)
+        lower_bound = lp_lower_bound(instance)
+        start = data.warm_start()
+        unit = _unit(data, lower_bound)
+        upper = int(_MAX_MODEL_VALUE)
+        if start is not None:
+            upper = math.ceil(evaluate(instance, start).bottleneck / unit) + 1
+        lower = min(math.floor(lower_bound / unit), upper) if math.isfinite(lower_bound) else 0
+        model = _Model(data, unit, lower, upper, data.memory_can_bind)
+        if start is not None:
+            model.hint(start)
+            model.complete_hint(settings, remaining(settings.time_limit, started))
+        settings.report(
+            f"cp-sat: {data.num_ops} ops, {len(data.tensors)} cut tensors, {data.num_stages} stages,"
+            f" {len(data.classes)} device classes; LP bound {lower_bound:.6g} s"
+        )
+        solver = cp_model.CpSolver()
+        _parameters(solver, settings, remaining(settings.time_limit, started))
+        status = solver.Solve(model.model)
+        bound = max(lower_bound, solver.BestObjectiveBound() * unit * (1 - 1e-12))
+        notes = [f"cp-sat: {solver.StatusName(status)} after {solver.WallTime():.2f} s"]
+        if status == cp_model.OPTIMAL:
+            return Outcome(model.decode(solver), Status.OPTIMAL, bound, tuple(notes))
+        if status == cp_model.FEASIBLE:
+            return Outcome(model.decode(solver), Status.FEASIBLE, bound, tuple(notes))
+        if status == cp_model.INFEASIBLE and start is not None:
+            # Only byte rounding (≤ 1 byte per term) can reject a placement the evaluator accepts.
+            notes.append("cp-sat: the model rejects the valid warm start (memory at capacity); returning it")
+            return Outcome(start, Status.FEASIBLE, lower_bound, tuple(notes))
+        if status == cp_model.INFEASIBLE:
+            return Outcome(None, Status.INFEASIBLE, math.inf, (self._why_infeasible(data, settings),))
+        if status == cp_model.MODEL_INVALID:
+            raise AssertionError(f"cp-sat built an invalid model: {model.model.Validate()}")
+        if start is not None:  # nothing better found in time: the warm start is still valid
+            notes.append("cp-sat: returning the warm start (order DP)")
+            return Outcome(start, Status.FEASIBLE, lower_bound, tuple(notes))
+        return Outcome(None, Status.NO_SOLUTION, lower_bound, tuple(notes))
+
+    @staticmethod
+    def _why_infeasible(data: StageModelData, settings: Settings) -> str:
+        """Re-solve without memory: if that is feasible, memory is the reason."""
+        memory_is_the_cause = False
+        if data.memory_can_bind:
+            relaxed = _Model(data, _unit(data, 0.0), 0, int(_MAX_MODEL_VALUE), memory=False)
+            solver = cp_model.CpSolver()
+            _parameters(solver, settings, settings.time_limit)
+            solver.parameters.stop_after_first_solution = True
+            memory_is_the_cause = solver.Solve(relaxed.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+        return infeasibility_note("cp-sat", memory_is_the_cause, data)

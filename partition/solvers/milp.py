@@ -1,0 +1,335 @@
+"""Exact global solver: the CP-SAT model of :mod:`.cp_sat` as a mixed-integer LP (pulp + CBC).
+
+Same decisions and accounting, linearised (``s < r`` stages, ``c`` device classes, ``h``
+hosts, ``i`` cut tensors; ``typ[s,τ]`` and ``host[s,h]`` are sums of the class binaries
+``z[s,c]``; ``X[v,s] = Σ_τ x[v,s,τ]``):
+
+- ``x[v,s,τ] ∈ {0,1}`` (op ``v`` on stage ``s`` of type ``τ``; absent where ``t_τ(v) = inf``),
+  ``Σ_{s,τ} x[v,s,τ] = 1``, ``x[v,s,τ] ≤ typ[s,τ]``: compute ``Σ_{v,τ} t_τ(v) x[v,s,τ]`` is
+  linear, with no big-M (the disaggregated, tight form).
+- ``Σ_c z[s,c] = used[s] ≤ Σ_v X[v,s]``, ``used[s+1] ≤ used[s]``, ``Σ_s z[s,c] ≤ |c|``;
+  precedence ``Σ_{s''≤s} X[v,s''] ≤ Σ_{s''≤s} X[u,s'']`` per edge; colocated ops share ``X``.
+- ``q[i,s,r] ≥ X[p,s] + X[c,r] − 1`` (continuous; tensor ``i`` goes from ``s`` to ``r``).
+- ``pair[s,r] ≥ Σ_i cost_min(i) q`` always, and ``≥ Σ_i cost_ℓ(i) q − M_ℓ (slack of the host
+  condition selecting ℓ)``: intra link of ``h`` when ``host[s,h] = host[r,h] = 1``, inter-host
+  when ``host[s,h] = 1 − host[r,h] = 1``. Receivers pay ``Σ_s pair[s,r]``; senders
+  ``Σ_r pair[s,r]`` (per-destination) or ``Σ_i snd[i,s]`` with
+  ``snd[i,s] ≥ cost_ℓ(i) (q[i,s,r] − slack)`` (once: the slowest destination).
+- Memory as the evaluator estimates it (weights once per stage, transfer buffers, largest
+  working set) ``≤ Σ_c M_c z[s,c]``; objective ``min B`` over the stage times (overlap: both
+  parts separately).
+
+Times are divided by a unit near the optimum (the LP bound) and bytes by the largest capacity,
+so coefficients stay near 1. CBC runs as a subprocess through pulp (so it cannot clash with
+another HiGHS build in this process), warm-started with the order DP's placement, with the
+time limit, thread count and seed (``randomCbcSeed``) of :class:`Settings` and a relative gap
+tolerance of 1e-7. **pulp reports "Optimal" when a time limit stops CBC with an incumbent**, so
+the status comes from ``pulp.LpSolution[prob.sol_status]`` (infeasibility from
+``prob.status``: CBC's "Integer infeasible" leaves ``sol_status`` at "No Solution Found"). The
+bound is the optimum less the gap tolerance when proven optimal, else the last "best possible"
+of CBC's log; it is reduced by 1e-6 relative (solver tolerances) and never below the LP bound of
+:mod:`.lp_bound`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pulp
+
+from ..evaluator import evaluate
+from ..instance import Instance
+from ..placement import Placement, Status
+from ._stage_model import MEMORY_TOLERANCE, StageModelData, infeasibility_note, remaining, stage_model_data
+from .base import Capabilities, Outcome, Scope, Settings, Solver
+from .lp_bound import lp_lower_bound
+
+_GAP = 1e-7
+_BOUND_SAFETY = 1e-6
+# CBC's progress lines end with "best possible <bound>" (8 significant digits); its final
+# "Lower bound:" line keeps only 4, too coarse to use.
+_CBC_BOUND = re.compile(r"best possible (-?[0-9.]+(?:[eE][-+]?[0-9]+)?)")
+
+
+class _Model:
+    """The MILP of one instance, in scaled units, with handles to decode and warm-start it."""
+
+    def __init__(self, data: StageModelData, unit: float, memory: bool) -> None:
+        self.data = data
+        p = self.problem = pulp.LpProblem("partition", pulp.LpMinimize)
+        n, k = data.num_ops, data.num_stages
+        classes = data.classes
+        types = sorted({c.type_column for c in classes})
+        hosts = sorted({c.host for c in classes})
+        times = data.times / unit
+        counter = iter(range(10**9))
+
+        def binary(name: str) -> pulp.LpVariable:
+            return pulp.LpVariable(f"{name}_{next(counter)}", cat=pulp.LpBinary)
+
+        def nonneg(name: str, upper: float | None = None) -> pulp.LpVariable:
+            return pulp.LpVariable(f"{name}_{next(counter)}", lowBound=0, upBound=upper)
+
+        self.z = [[binary("z") for _ in classes] for _ in range(k)]
+        used = [pulp.lpSum(self.z[s]) for s in range(k)]
+        typ = {(s, t): pulp.lpSum(self.z[s][c] for c, cls in enumerate(classes) if cls.type_column == t)
+               for s in range(k) for t in types}  # fmt: skip
+        host = {(s, h): pulp.lpSum(self.z[s][c] for c, cls in enumerate(classes) if cls.host == h)
+                for s in range(k) for h in hosts}  # fmt: skip
+        representative = list(range(n))
+        for group in data.colocate:
+            for v in group:
+                representative[v] = group[0]
+        leaders = sorted(set(representative))
+        item_times = np.zeros_like(times)
+        np.add.at(item_times, representative, times)  # a colocation group runs as one item
+        self.x: dict[tuple[int, int, int], pulp.LpVariable] = {}
+        for v in leaders:
+            own = []
+            for s in range(k):
+                for t in types:
+                    if np.isfinite(item_times[v, t]):
+                        self.x[v, s, t] = binary("x")
+                        own.append(self.x[v, s, t])
+                        p += self.x[v, s, t] <= typ[s, t]
+            p += pulp.lpSum(own) == 1
+        on = [[pulp.lpSum(self.x.get((representative[v], s, t), 0) for t in types) for s in range(k)]
+              for v in range(n)]  # fmt: skip
+        self.on = on
+
+        for s in range(k):
+            p += used[s] <= pulp.lpSum(on[v][s] for v in leaders)
+            p += used[s] <= 1
+            if s + 1 < k:
+                p += used[s + 1] <= used[s]
+        if data.instance.options.exact_stages:
+            p += used[k - 1] == 1
+        for c, cls in enumerate(classes):
+            p += pulp.lpSum(self.z[s][c] for s in range(k)) <= len(cls.devices)
+        for u, v in data.instance.graph.edges:
+            if representative[u] != representative[v]:
+                for s in range(k - 1):
+                    p += pulp.lpSum(on[v][: s + 1]) <= pulp.lpSum(on[u][: s + 1])
+
+        compute: list[list] = [[] for _ in range(k)]
+        for (v, s, t), var in self.x.items():
+            compute[s].append(float(item_times[v, t]) * var)
+
+        tensors, kinds = data.tensors, data.link_kinds
+        costs = data.transfer / unit
+        cheapest = costs.min(axis=1) if len(tensors) else np.zeros(0)
+        pairs = [(s, r) for s in range(k) for r in range(s + 1, k)]
+        q: dict[tuple[int, int, int], pulp.LpVariable] = {}
+        for i, tensor in enumerate(tensors):
+            for s, r in pairs:
+                q[i, s, r] = nonneg("q", 1)
+                for c in tensor.consumers:
+                    p += q[i, s, r] >= on[tensor.producer][s] + on[c][r] - 1
+        self.q = q
+
+        def slacks(s: int, r: int) -> list[tuple[int, pulp.LpAffineExpression | int]]:
+            """(link kind, expression that is 0 when the hosts of s, r select it, else ≥ 1)."""
+            if len(kinds) == 1:
+                return [(0, 0)]
+            out = [
+                (ell, 2 - host[s, kind.host] - host[r, kind.host])
+                for ell, kind in enumerate(kinds)
+                if kind.host >= 0
+            ]
+            out += [(len(kinds) - 1, 1 - host[s, h] + host[r, h]) for h in hosts]
+            return out
+
+        send: list[list] = [[] for _ in range(k)]
+        recv: list[list] = [[] for _ in range(k)]
+        for s, r in pairs:
+            if not tensors:
+                break
+            pair = nonneg("pair")
+            recv[r].append(pair)
+            if not data.once:
+                send[s].append(pair)
+            p += pair >= pulp.lpSum(float(cheapest[i]) * q[i, s, r] for i in range(len(tensors)))
+            for ell, slack in slacks(s, r):
+                big = float(costs[:, ell].sum())
+                p += (
+                    pair
+                    >= pulp.lpSum(float(costs[i, ell]) * q[i, s, r] for i in range(len(tensors)))
+                    - big * slack
+                )
+        if data.once:
+            for i in range(len(tensors)):
+                for s in range(k - 1):
+                    snd = nonneg("snd")
+                    send[s].append(snd)
+                    for r in range(s + 1, k):
+                        p += snd >= float(cheapest[i]) * q[i, s, r]
+                        for ell, slack in slacks(s, r):
+                            p += snd >= float(costs[i, ell]) * (q[i, s, r] - slack)
+
+        self.bottleneck = nonneg("bottleneck")
+        for s in range(k):
+            comm = pulp.lpSum(send[s]) + pulp.lpSum(recv[s])
+            if data.instance.options.overlap:
+                p += self.bottleneck >= pulp.lpSum(compute[s])
+                p += self.bottleneck >= comm
+            else:
+                p += self.bottleneck >= pulp.lpSum(compute[s]) + comm
+        if memory:
+            self._add_memory(pairs, nonneg)
+        p += self.bottleneck
+
+    def _add_memory(self, pairs: list[tuple[int, int]], nonneg) -> None:
+        data, p, on = self.data, self.problem, self.on
+        scale = max(c.memory for c in data.classes)
+        for s in range(data.num_stages):
+            terms = []
+            for size, users in data.weight_users:
+                used = nonneg("wu", 1)
+                for v in users:
+                    p += used >= on[v][s]
+                terms.append(size / scale * used)
+            for i, tensor in enumerate(data.tensors):
+                outgoing = [self.q[i, a, b] for a, b in pairs if a == s]
+                if outgoing:
+                    sent = nonneg("sent", 1)
+                    for q in outgoing:
+                        p += sent >= q
+                    terms.append(tensor.bytes / scale * sent)
+                terms += [tensor.bytes / scale * self.q[i, a, b] for a, b in pairs if b == s]
+            largest = nonneg("ws")
+            for v in range(data.num_ops):
+                p += largest >= float(data.working[v]) / scale * on[v][s]
+            capacity = [
+                cls.memory * (1 + MEMORY_TOLERANCE) / scale * self.z[s][c]
+                for c, cls in enumerate(data.classes)
+            ]
+            p += pulp.lpSum(terms) + largest <= pulp.lpSum(capacity)
+
+    def warm_start(self, placement: Placement) -> None:
+        data = self.data
+        chosen = [data.class_of_device(d) for d in placement.devices]
+        for s, row in enumerate(self.z):
+            for c, var in enumerate(row):
+                var.setInitialValue(int(s < len(chosen) and chosen[s] == c))
+        for (v, s, t), var in self.x.items():
+            stage = placement.stage_of[v]
+            var.setInitialValue(int(stage == s and data.classes[chosen[stage]].type_column == t))
+
+    def decode(self) -> Placement:
+        data = self.data
+        stage_of = []
+        for v in range(data.num_ops):
+            values = [pulp.value(self.on[v][s]) or 0.0 for s in range(data.num_stages)]
+            stage_of.append(int(np.argmax(values)))
+        stages = max(stage_of) + 1
+        chosen = [int(np.argmax([var.value() or 0.0 for var in self.z[s]])) for s in range(stages)]
+        return data.decode(stage_of, chosen)
+
+
+def _solve_with_cbc(
+    problem: pulp.LpProblem, settings: Settings, time_limit: float | None, log: Path, warm: bool
+) -> None:
+    command = pulp.PULP_CBC_CMD(
+        msg=False,
+        timeLimit=time_limit,
+        threads=max(1, settings.threads),
+        gapRel=_GAP,
+        warmStart=warm,
+        logPath=str(log),
+        options=[f"randomCbcSeed {settings.seed}"] if settings.seed > 0 else [],
+    )
+    problem.solve(command)
+
+
+@contextmanager
+def _pulp_2_api() -> Iterator[None]:
+    """pulp 3.3 deprecates ``LpVariable(...)`` and the bundled CBC for pulp 4; the project
+    supports pulp ≥ 2.8, which has neither replacement, so keep the old calls quietly."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
+
+
+def _cbc_bound(log: str) -> float | None:
+    """CBC's last reported bound on the optimum (scaled units), if it reported one."""
+    found = _CBC_BOUND.findall(log)
+    return float(found[-1]) if found else None
+
+
+class Milp(Solver):
+    name = "milp"
+    capabilities = Capabilities(scope=Scope.GLOBAL, heterogeneous=True, time_limit=True)
+
+    def solve(self, instance: Instance, settings: Settings) -> Outcome:
+        started = time.perf_counter()
+        data = stage_model_data(instance)
+        lower_bound = lp_lower_bound(instance)
+        unit = lower_bound if 0 < lower_bound < math.inf else 1.0
+        start = data.warm_start()
+        with _pulp_2_api():
+            model = _Model(data, unit, data.memory_can_bind)
+        if start is not None:
+            model.warm_start(start)
+        problem = model.problem
+        settings.report(
+            f"milp: {len(problem.variables())} variables, {problem.numConstraints()} constraints;"
+            f" LP bound {lower_bound:.6g} s"
+        )
+        with tempfile.TemporaryDirectory() as folder, _pulp_2_api():
+            log = Path(folder) / "cbc.log"
+            _solve_with_cbc(
+                problem, settings, remaining(settings.time_limit, started), log, start is not None
+            )
+            text = log.read_text(errors="replace") if log.exists() else ""
+        solution = pulp.LpSolution[problem.sol_status]
+        notes = [f"milp (CBC): {solution}"]
+        if problem.sol_status == pulp.LpSolutionOptimal:  # optimal within the gap tolerance
+            cbc_bound = (pulp.value(problem.objective) or 0.0) * (1 - _GAP)
+        else:
+            cbc_bound = _cbc_bound(text)
+        bound = lower_bound
+        if cbc_bound is not None and problem.status != pulp.LpStatusInfeasible:
+            bound = max(bound, cbc_bound * unit * (1 - _BOUND_SAFETY))
+        if problem.status == pulp.LpStatusInfeasible:  # CBC's "Infeasible" / "Integer infeasible"
+            if start is not None:  # contradicts a valid placement: only numerics can do that
+                notes.append("milp: CBC reports infeasible, yet the warm start is valid; returning it")
+                return Outcome(start, Status.FEASIBLE, lower_bound, tuple(notes))
+            return Outcome(None, Status.INFEASIBLE, math.inf, (self._why_infeasible(data, settings),))
+        if problem.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
+            placement = model.decode()
+            if (
+                start is not None
+                and evaluate(instance, start).bottleneck < evaluate(instance, placement).bottleneck
+            ):
+                placement = start  # CBC can return its incumbent below a better warm start
+            status = Status.OPTIMAL if problem.sol_status == pulp.LpSolutionOptimal else Status.FEASIBLE
+            return Outcome(placement, status, bound, tuple(notes))
+        if start is not None:
+            notes.append("milp: returning the warm start (order DP)")
+            return Outcome(start, Status.FEASIBLE, bound, tuple(notes))
+        return Outcome(None, Status.NO_SOLUTION, bound, tuple(notes))
+
+    @staticmethod
+    def _why_infeasible(data: StageModelData, settings: Settings) -> str:
+        """Re-solve without memory: if that is feasible, memory is the reason."""
+        memory_is_the_cause = False
+        if data.memory_can_bind:
+            with _pulp_2_api():
+                relaxed = _Model(data, 1.0, memory=False)
+            with tempfile.TemporaryDirectory() as folder, _pulp_2_api():
+                _solve_with_cbc(
+                    relaxed.problem, settings, settings.time_limit, Path(folder) / "cbc.log", False
+                )
+            memory_is_the_cause = relaxed.problem.sol_status in (
+                pulp.LpSolutionOptimal,
+                pulp.LpSolutionIntegerFeasible,
+            )  # a time-limited relaxed solve without a solution proves nothing: not memory
+        return infeasibility_note("milp", memory_is_the_cause, data)

@@ -1,0 +1,80 @@
+"""Instances shared by the tests of the global solvers (cp-sat, milp) and the LP bound."""
+
+from __future__ import annotations
+
+import networkx as nx
+from conftest import random_dag_instance
+from hypothesis import strategies as st
+
+import partition
+
+# Two device types; the two L4s of h1 are interchangeable, the L4 of h0 is not (other host).
+TWO_TYPES = [
+    {"name": "h0", "devices": {"H100-SXM": 1, "L4": 1}, "intra_link": "pcie4"},
+    {"name": "h1", "devices": {"L4": 2}, "intra_link": "nvlink3"},
+]
+# A 9 GB type beside a 24 GB L4: memory decides the placement (weights up to 4 GB per op).
+TIGHT_MEMORY = [
+    {"name": "h0", "devices": {"small": 2}, "intra_link": "pcie4"},
+    {"name": "h1", "devices": {"small": 1, "L4": 1}, "intra_link": "nvlink3"},
+]
+
+
+@st.composite
+def small_instances(draw, max_ops: int = 8) -> partition.Instance:
+    """Random DAGs of ≤ ``max_ops`` ops in every comm mode, with overlap, memory, colocation."""
+    num_ops = draw(st.integers(3, max_ops))
+    tight = draw(st.booleans())
+    instance = random_dag_instance(
+        draw(st.integers(0, 10**6)),
+        num_ops,
+        hosts=TIGHT_MEMORY if tight else TWO_TYPES,
+        stages=draw(st.integers(2, 3)),
+        comm_mode=draw(st.sampled_from(["per-destination", "once"])),
+        overlap=draw(st.booleans()),
+        edge_probability=draw(st.sampled_from([0.1, 0.3, 0.6])),
+        memory=9e9 if tight else None,
+    )
+    changes = {"exact_stages": draw(st.booleans())}
+    if draw(st.booleans()):
+        first, second = sorted(
+            draw(st.lists(st.integers(0, num_ops - 1), min_size=2, max_size=2, unique=True))
+        )
+        changes["colocate"] = ((f"op{first}", f"op{second}"),)
+    return instance.with_options(**changes)
+
+
+def packing_infeasible_instance() -> partition.Instance:
+    """Three 6 GB-weight ops on two 10 GB devices: each op fits, all weights fit in total
+    (18 ≤ 20 GB), but two ops always share a stage — so no placement exists (memory)."""
+    dag = nx.DiGraph()
+    for v in range(3):
+        dag.add_node(f"op{v}", flops=1e10, bytes_read=1e6, bytes_written=1e6, param_bytes=6e9)
+    dag.add_edge("op0", "op1", bytes=1e6)
+    dag.add_edge("op1", "op2", bytes=1e6)
+    cluster = partition.parse_cluster(
+        {
+            "name": "two-small",
+            "hosts": [{"devices": {"small": 2}, "intra_link": "pcie4"}],
+            "device_types": {
+                "small": {"peak_flops": {"fp32": 10e12}, "memory_bandwidth": 1e12, "memory": 10e9}
+            },
+        }
+    )
+    return partition.make_instance(partition.graph_from_networkx(dag, "packing"), cluster, 2)
+
+
+HETERO = [
+    {"name": "h0", "devices": {"H100-SXM": 2, "L4": 2}, "intra_link": "pcie5"},
+    {"name": "h1", "devices": {"A100-80GB": 4}, "intra_link": "nvlink3"},
+]
+
+
+def larger_instance() -> partition.Instance:
+    """60 ops on three device types over two hosts: too big to prove optimal in half a second."""
+    return random_dag_instance(11, 60, hosts=HETERO, stages=6, edge_probability=0.05)
+
+
+def medium_instance() -> partition.Instance:
+    """14 ops on three device types over two hosts: proved optimal in about a second."""
+    return random_dag_instance(12, 14, hosts=HETERO, stages=3, edge_probability=0.2)

@@ -1,0 +1,73 @@
+"""The CP-SAT global solver against complete enumeration, and its honest statuses and bounds."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from conftest import LIGHT
+from exhaustive import exhaustive_optimum
+from global_cases import larger_instance, medium_instance, packing_infeasible_instance, small_instances
+from hypothesis import given, settings
+
+import partition
+from partition.cli import main
+from partition.solvers.lp_bound import lp_lower_bound
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(instance=small_instances())
+def test_cp_sat_reaches_the_exhaustive_optimum(instance: partition.Instance) -> None:
+    optimum = exhaustive_optimum(instance)
+    result = partition.solve(instance, "cp-sat", threads=1)
+    if math.isinf(optimum):
+        assert result.status is partition.Status.INFEASIBLE and result.placement is None
+        return
+    assert result.evaluation is not None and result.evaluation.valid
+    assert result.bottleneck == pytest.approx(optimum, rel=1e-6)
+    assert result.status is partition.Status.OPTIMAL
+    assert result.lower_bound <= optimum * (1 + 1e-9)
+    assert lp_lower_bound(instance) <= optimum * (1 + 1e-9)
+
+
+def test_a_short_time_limit_gives_a_feasible_placement_with_a_bound_and_a_gap() -> None:
+    instance = larger_instance()
+    result = partition.solve(instance, "cp-sat", time_limit=0.5, threads=1)
+    assert result.status is partition.Status.FEASIBLE
+    assert result.evaluation is not None and result.evaluation.valid
+    assert 0 < result.lower_bound < result.bottleneck
+    assert result.gap is not None and result.gap > 0
+    assert result.wall_time < 10
+
+
+def test_proven_infeasible_names_memory() -> None:
+    instance = packing_infeasible_instance()
+    assert partition.api.infeasibility_reason(instance) is None  # the quick checks pass
+    result = partition.solve(instance, "cp-sat", threads=1)
+    assert result.status is partition.Status.INFEASIBLE and result.placement is None
+    assert "memory" in result.notes[0]
+
+
+def test_same_answer_with_fixed_seed_and_one_thread() -> None:
+    instance = medium_instance()
+    first = partition.solve(instance, "cp-sat", time_limit=30, seed=3, threads=1)
+    second = partition.solve(instance, "cp-sat", time_limit=30, seed=3, threads=1)
+    assert first.status is partition.Status.OPTIMAL
+    assert first.placement == second.placement
+
+
+def test_cli_proves_the_optimum_of_a_real_model(tmp_path: Path, capsys) -> None:
+    output = tmp_path / "placement.json"
+    source = str(LIGHT / "light_squeezenet.onnx")
+    arguments = ["solve", source, "--cluster", "hetero-2h100-4a100-2l4", "--stages", "4", "-q"]
+    assert main([*arguments, "--solver", "cp-sat", "--time-limit", "60", "-o", str(output)]) == 0
+    document = json.loads(output.read_text())
+    assert document["status"] == "optimal"
+    assert document["bottleneck_s"] == pytest.approx(document["lower_bound_s"], rel=1e-6)
+    heuristic = partition.solve(
+        partition.make_instance(source, "hetero-2h100-4a100-2l4", 4), "order-dp"
+    ).bottleneck
+    assert document["bottleneck_s"] <= heuristic * (1 + 1e-9)
+    capsys.readouterr()
