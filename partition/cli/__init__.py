@@ -11,9 +11,9 @@ import logging
 import sys
 
 from ..errors import PartitionError
-from . import evaluate_cmd, inspect_cmd, instance_cmd, solve_cmd
+from . import evaluate_cmd, export_cmd, inspect_cmd, instance_cmd, run_cmd, solve_cmd
 
-_VERBS = (solve_cmd, evaluate_cmd, inspect_cmd, instance_cmd)
+_VERBS = (solve_cmd, evaluate_cmd, inspect_cmd, instance_cmd, export_cmd, run_cmd)
 EXIT_ERROR = 2
 
 

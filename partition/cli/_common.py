@@ -8,8 +8,11 @@ from pathlib import Path
 
 from ..api import make_instance
 from ..errors import InputError
+from ..evaluate import evaluate
 from ..instance import CommMode, Instance, load_instance
-from ..jsonio import dumps, write_atomic
+from ..jsonio import dumps, read_json, write_atomic
+from ..placement import Evaluation, Placement
+from ..report import placement_from_json
 
 
 def add_output(parser: argparse.ArgumentParser, what: str) -> None:
@@ -92,6 +95,29 @@ def load_problem(args: argparse.Namespace, *, default_stages: int | None = None)
         exact_stages=args.exact_stages,
         dims=dims_from_args(args.dim),
     )
+
+
+def load_placement(args: argparse.Namespace) -> tuple[Instance, Placement, Evaluation, dict]:
+    """The instance a placement file was solved for (options it recorded fill unset flags),
+    the placement and its evaluation; an invalid placement is refused with its first violation."""
+    document = read_json(args.placement, "placement")
+    recorded = document.get("instance", {}) if isinstance(document, dict) else {}
+    if args.stages is None and isinstance(recorded.get("stages"), int):
+        args.stages = recorded["stages"]
+    if args.comm_mode is None and recorded.get("comm_mode"):
+        args.comm_mode = recorded["comm_mode"]
+    args.overlap = args.overlap or bool(recorded.get("overlap"))
+    if args.cluster is None and Path(args.source).suffix != ".json" and recorded.get("cluster"):
+        args.cluster = recorded["cluster"]  # a bundled cluster name, or a file relative to here
+    instance = load_problem(args, default_stages=1)
+    placement = placement_from_json(instance, document, where=args.placement)
+    evaluation = evaluate(instance, placement)
+    if not evaluation.valid:
+        raise InputError(
+            f"{args.placement}: invalid placement: {evaluation.violations[0]}"
+            + (f" (and {len(evaluation.violations) - 1} more)" if len(evaluation.violations) > 1 else "")
+        )
+    return instance, placement, evaluation, document
 
 
 def emit(document: object, output: str | None, force: bool) -> None:
