@@ -199,8 +199,8 @@ def predict(pipeline: Pipeline, *, repeats: int = 10) -> tuple[Instance, Evaluat
 class Comparison:
     """Predicted and measured seconds per stage, and throughput, with relative errors.
 
-    ``*_cpu`` figures replace each stage's compute wall time with its thread CPU time: what
-    the stage would take were it never preempted. On a machine shared with other work the
+    ``*_cpu`` figures replace each stage's compute and send wall times with thread CPU times:
+    what the stage would take were it never preempted. On a machine shared with other work the
     wall figures carry the contention and the CPU figures show what the cost model predicts.
     """
 
@@ -268,7 +268,7 @@ def compare(pipeline: Pipeline, report: RunReport, *, repeats: int = 10) -> Comp
     return Comparison(
         predicted_stage_s=tuple(s.time for s in evaluation.stages),
         measured_stage_s=tuple(t.busy_s for t in report.stages),
-        measured_stage_cpu_s=tuple(t.recv_s + t.compute_cpu_s + t.send_s for t in report.stages),
+        measured_stage_cpu_s=tuple(t.busy_cpu_s for t in report.stages),
         predicted_throughput=1.0 / evaluation.bottleneck,
         measured_throughput=report.throughput_per_s,
         link=(link.bandwidth, link.latency),

@@ -14,8 +14,8 @@ median, over the steady-state micro-batches, of the wall time it spends receivin
 its inputs), computing (``session.run``) and sending (copying its outputs into shared memory
 and queueing them); time blocked waiting for an input or a free slot is not part of it, except
 that a send waiting for a free slot counts as sending. The thread CPU
-time of ``session.run`` is recorded too: on a busy machine, wall time above it is time the
-stage was preempted.
+times of computing and sending are recorded too: on a busy machine, wall time above them is
+time the stage was preempted.
 
 Each stage process is pinned to one core (round robin over the cores this process may use)
 and its session uses one intra-op and one inter-op thread. Sessions use onnxruntime's basic
@@ -84,10 +84,16 @@ class StageTiming:
     compute_s: float
     compute_cpu_s: float
     send_s: float
+    send_cpu_s: float
 
     @property
     def busy_s(self) -> float:
         return self.recv_s + self.compute_s + self.send_s
+
+    @property
+    def busy_cpu_s(self) -> float:
+        """Busy time with compute and send as thread CPU time: the stage never preempted."""
+        return self.recv_s + self.compute_cpu_s + self.send_cpu_s
 
 
 @dataclass(frozen=True)
@@ -122,6 +128,7 @@ class RunReport:
                     "compute_s": t.compute_s,
                     "compute_cpu_s": t.compute_cpu_s,
                     "send_s": t.send_s,
+                    "send_cpu_s": t.send_cpu_s,
                     "time_s": t.busy_s,
                 }
                 for t in self.stages
@@ -195,10 +202,11 @@ def _stage_process(
             del pending[microbatch]
             started, cpu = time.monotonic(), time.thread_time()
             values = dict(zip(names, session.run(names, feeds), strict=True))
-            computed, cpu = time.monotonic(), time.thread_time() - cpu
+            computed, sending = time.monotonic(), time.thread_time()
+            cpu = sending - cpu
             for target, outbox in outboxes.items():
                 outbox.send(microbatch, {x: values[x] for x in stage.sends if target in stage.sends[x]})
-            finished = time.monotonic()
+            finished, send_cpu = time.monotonic(), time.thread_time() - sending
             if stage.final_outputs:
                 finals = {x: np.array(values[x]) for x in stage.final_outputs}  # own copy: slots get reused
                 results.put(("output", microbatch, finals, finished))
@@ -206,7 +214,7 @@ def _stage_process(
             for channel in channels.pop(microbatch):
                 inbox.release(channel)
             timings.append(
-                (microbatch, received.pop(microbatch), computed - started, cpu, finished - computed)
+                (microbatch, received.pop(microbatch), computed - started, cpu, finished - computed, send_cpu)
             )
         results.put(("timings", stage.index, timings, 0.0))
     except Exception as error:  # reported to the driver as one line; the process then ends
@@ -271,10 +279,10 @@ class _Driver:
 
 
 def _steady(timings: list, first: int) -> tuple[float, ...]:
-    """Medians of (receive, compute, compute CPU, send) over micro-batches ``first`` onwards."""
+    """Medians of (receive, compute, compute CPU, send, send CPU) from micro-batch ``first`` on."""
     rows = [row[1:] for row in timings if row[0] >= first]
     if not rows:
-        return (math.nan,) * 4
+        return (math.nan,) * 5
     return tuple(statistics.median(column) for column in zip(*rows, strict=True))
 
 
