@@ -5,10 +5,10 @@ The prediction uses the formulation as it stands, fed with figures measured on t
 - **Op times** (:func:`measure_op_times`): the whole model runs in the same one-thread session
   the stage processes use (:func:`partition.run.make_session`) with onnxruntime profiling on.
   An op's time is the minimum over ``repeats`` runs of its node's kernel time, plus an equal
-  share of the run's time outside kernels (fastest unprofiled wall time minus the sum of the
-  kernel times, spread over the nodes that ran). The minimum, not the median: on a shared
-  machine preemption only ever adds time, and the least disturbed run is the best estimate of
-  the op's own cost. Ops onnxruntime folds or fuses away cost 0; their work is charged to the
+  share of the run's time outside kernels (the smallest thread CPU time of an unprofiled run
+  minus the sum of the kernel times, spread over the nodes that ran). Minimum and CPU time,
+  not median wall time: on a shared machine preemption only ever adds wall time, and the least
+  disturbed figure is the best estimate of the op's own cost. Ops onnxruntime folds or fuses away cost 0; their work is charged to the
   node that absorbed them.
 - **Link** (:func:`calibrate_link`): arrays of 4 KB to 16 MB bounce between two processes
   pinned to two cores through the transport a run uses (:mod:`partition.transport`); half the
@@ -82,12 +82,12 @@ def measure_op_times(
     fastest = {name: min(times[1:] or times) for name, times in kernel.items()}
     plain = make_session(model)
     plain.run(None, inputs)
-    walls = []
+    runs = []
     for _ in range(repeats):
-        started = time.perf_counter()
+        started = time.thread_time()  # one-thread sessions run on this thread
         plain.run(None, inputs)
-        walls.append(time.perf_counter() - started)
-    overhead = max(0.0, min(walls) - sum(fastest.values())) / max(1, len(fastest))
+        runs.append(time.thread_time() - started)
+    overhead = max(0.0, min(runs) - sum(fastest.values())) / max(1, len(fastest))
     return np.array([fastest[op.id] + overhead if op.id in fastest else 0.0 for op in graph.ops])
 
 
