@@ -8,8 +8,8 @@ The prediction uses the formulation as it stands, fed with figures measured on t
   share of the run's time outside kernels (the smallest thread CPU time of an unprofiled run
   minus the sum of the kernel times, spread over the nodes that ran). Minimum and CPU time,
   not median wall time: on a shared machine preemption only ever adds wall time, and the least
-  disturbed figure is the best estimate of the op's own cost. Ops onnxruntime folds or fuses away cost 0; their work is charged to the
-  node that absorbed them.
+  disturbed figure is the best estimate of the op's own cost. Ops onnxruntime folds or fuses
+  away cost 0; their work is charged to the node that absorbed them.
 - **Link** (:func:`calibrate_link`): arrays of 4 KB to 16 MB bounce between two processes
   pinned to two cores through the transport a run uses (:mod:`partition.transport`); half the
   fastest round trip is fitted as ``latency + bytes / bandwidth`` by least squares. The formulation
