@@ -148,3 +148,23 @@ def test_compare_refuses_a_placement_of_other_stages(tmp_path: Path, capsys) -> 
     capsys.readouterr()
     assert main(["run", str(tmp_path / "stages"), "--compare", str(tmp_path / "three.json")]) == 2
     assert "not the ones exported" in capsys.readouterr().err
+
+
+def test_weights_without_their_data_file_are_materialised(tmp_path: Path) -> None:
+    model = tmp_path / "shapes_only.onnx"
+    onnx.save(
+        transformer_model(layers=1),
+        model,
+        save_as_external_data=True,
+        location="weights.bin",
+        size_threshold=0,
+    )
+    (tmp_path / "weights.bin").unlink()  # the file now carries only the weights' shapes
+    instance = partition.make_instance(model, THREE, 2)
+    result = partition.solve(instance)
+    pipeline = export_stages(model, instance, result.placement, tmp_path / "stages")
+    for stage in pipeline.stages:
+        stage_model = onnx.load(tmp_path / "stages" / stage.model_file)  # self-contained: no data file
+        assert all(not onnx.external_data_helper.uses_external_data(t) for t in stage_model.graph.initializer)
+    report = run_pipeline(tmp_path / "stages", 2)
+    assert report.outputs_match and max(report.max_abs_diff.values()) <= 1e-5
