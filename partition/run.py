@@ -13,9 +13,11 @@ the time between the first and the last of them completing. A stage's measured t
 median, over the steady-state micro-batches, of the wall time it spends receiving (mapping
 its inputs), computing (``session.run``) and sending (copying its outputs into shared memory
 and queueing them); time blocked waiting for an input or a free slot is not part of it, except
-that a send waiting for a free slot counts as sending. The thread CPU
-times of computing and sending are recorded too: on a busy machine, wall time above them is
-time the stage was preempted.
+that a send waiting for a free slot counts as sending. The thread CPU times of computing and
+sending are recorded too, as their minimum over the steady-state micro-batches: on a machine
+shared with other work, wall time above them is time the stage was preempted, and the least
+disturbed micro-batch is the best estimate of the stage's own cost (the same rule as the
+measured op times of :mod:`partition.reality`).
 
 Each stage process is pinned to one core (round robin over the cores this process may use)
 and its session uses one intra-op and one inter-op thread. Sessions use onnxruntime's basic
@@ -279,11 +281,14 @@ class _Driver:
 
 
 def _steady(timings: list, first: int) -> tuple[float, ...]:
-    """Medians of (receive, compute, compute CPU, send, send CPU) from micro-batch ``first`` on."""
+    """(receive, compute, compute CPU, send, send CPU) from micro-batch ``first`` on: medians of
+    the wall times, minima of the CPU times (see the module docstring)."""
     rows = [row[1:] for row in timings if row[0] >= first]
     if not rows:
         return (math.nan,) * 5
-    return tuple(statistics.median(column) for column in zip(*rows, strict=True))
+    columns = list(zip(*rows, strict=True))
+    reduce = (statistics.median, statistics.median, min, statistics.median, min)
+    return tuple(float(f(column)) for f, column in zip(reduce, columns, strict=True))
 
 
 def run_pipeline(
