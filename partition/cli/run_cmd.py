@@ -89,6 +89,13 @@ def run(args: argparse.Namespace) -> int:
         document["comparison"]["placement_bottleneck_s"] = placement.get("bottleneck_s")
         if not args.quiet:
             print(comparison.table(), file=sys.stderr)
+            recorded = placement.get("bottleneck_s")
+            if isinstance(recorded, int | float) and recorded > 0:
+                cluster = placement.get("instance", {}).get("cluster")
+                print(
+                    f"the placement file predicts {1 / recorded:.4g}/s (its own costs, cluster {cluster!r})",
+                    file=sys.stderr,
+                )
     emit(document, args.output, args.force)
     if not report.outputs_match:
         print(
