@@ -11,14 +11,16 @@ The prediction uses the formulation as it stands, fed with figures measured on t
   disturbed figure is the best estimate of the op's own cost. Ops onnxruntime folds or fuses
   away cost 0; their work is charged to the node that absorbed them.
 - **Link** (:func:`calibrate_link`): arrays of 4 KB to 16 MB bounce between two processes
-  pinned to two cores through the transport a run uses (:mod:`partition.transport`); half the
-  fastest round trip is fitted as ``latency + bytes / bandwidth`` by least squares. The formulation
-  charges that time to the sender and again to the receiver.
+  pinned to two cores through the transport a run uses (:mod:`partition.transport`); the
+  sender's fastest ``send`` (copy into shared memory, queue the address) is fitted as
+  ``latency + bytes / bandwidth`` by least squares. That is what a stage pays to send; the
+  formulation charges it to the receiver as well, whose real cost (mapping a view) is nil, so
+  communication is over-predicted by one copy per tensor — small against compute here.
 - **Cluster**: one host of ``k`` devices of type ``this-cpu`` (one core each) joined by that
   link; stage ``s`` of the pipeline runs on device ``s``.
 
 The independent evaluator then computes each stage's time; the measured stage time is the
-run's receive + compute + send (see :mod:`partition.run`).
+run's compute + send (see :mod:`partition.run`).
 """
 
 from __future__ import annotations
@@ -120,19 +122,19 @@ def calibrate_link(*, repeats: int = 5) -> LinkType:
         sizes, times = [], []
         for size in _LINK_SIZES:
             payload = {"x": np.ones(size // 4, dtype=np.float32)}
-            trips = []
+            sends = []
             for _ in range(repeats + 1):  # the first trip maps the blocks
                 started = time.perf_counter()
                 outbox.send(0, payload)
+                sends.append(time.perf_counter() - started)
                 try:
                     message = inbox.receive(timeout=_ECHO_TIMEOUT_S)
                 except queue.Empty:
                     raise PipelineError("link calibration: the echo process does not answer") from None
-                trips.append(time.perf_counter() - started)
                 inbox.release(message[0])
                 del message
             sizes.append(float(size))
-            times.append(min(trips[1:]) / 2)
+            times.append(min(sends[1:]))
         queues[1].put(None)
         echo.join(timeout=10)
     finally:

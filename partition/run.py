@@ -10,14 +10,14 @@ Timeline of a run of ``M`` micro-batches (``M + 2`` are computed): micro-batch 0
 session up; micro-batch 1 goes through the empty pipeline alone, which gives the latency; then
 micro-batches 2..M+1 are injected at once and the steady-state throughput is ``(M - 1)`` over
 the time between the first and the last of them completing. A stage's measured time is the
-median, over the steady-state micro-batches, of the wall time it spends receiving (mapping
-its inputs), computing (``session.run``) and sending (copying its outputs into shared memory
-and queueing them); time blocked waiting for an input or a free slot is not part of it, except
-that a send waiting for a free slot counts as sending. The thread CPU times of computing and
-sending are recorded too, as their minimum over the steady-state micro-batches: on a machine
-shared with other work, wall time above them is time the stage was preempted, and the least
-disturbed micro-batch is the best estimate of the stage's own cost (the same rule as the
-measured op times of :mod:`partition.reality`).
+median, over the steady-state micro-batches, of the wall time it spends computing
+(``session.run``) and sending (copying its outputs into shared memory and queueing them; a
+send waiting for a free slot counts as sending). Receiving costs nothing measurable: the
+inputs are views of the sender's shared memory. Time blocked waiting for an input is idle.
+The thread CPU times of computing and sending are recorded too, as their minimum over the
+steady-state micro-batches: on a machine shared with other work, wall time above them is time
+the stage was preempted, and the least disturbed micro-batch is the best estimate of the
+stage's own cost (the same rule as the measured op times of :mod:`partition.reality`).
 
 Each stage process is pinned to one core (round robin over the cores this process may use)
 and its session uses one intra-op and one inter-op thread. Sessions use onnxruntime's basic
@@ -82,7 +82,6 @@ class StageTiming:
     stage: int
     device: str
     core: int | None
-    recv_s: float
     compute_s: float
     compute_cpu_s: float
     send_s: float
@@ -90,12 +89,12 @@ class StageTiming:
 
     @property
     def busy_s(self) -> float:
-        return self.recv_s + self.compute_s + self.send_s
+        return self.compute_s + self.send_s
 
     @property
     def busy_cpu_s(self) -> float:
         """Busy time with compute and send as thread CPU time: the stage never preempted."""
-        return self.recv_s + self.compute_cpu_s + self.send_cpu_s
+        return self.compute_cpu_s + self.send_cpu_s
 
 
 @dataclass(frozen=True)
@@ -126,7 +125,6 @@ class RunReport:
                     "stage": t.stage,
                     "device": t.device,
                     "core": t.core,
-                    "recv_s": t.recv_s,
                     "compute_s": t.compute_s,
                     "compute_cpu_s": t.compute_cpu_s,
                     "send_s": t.send_s,
@@ -187,18 +185,12 @@ def _stage_process(
         names = list(stage.outputs)
         results.put(("ready", stage.index, None, 0.0))
         channels: dict[int, list[Channel]] = {}
-        received: dict[int, float] = {}
         timings = []
-        while True:
-            waited = time.monotonic()
-            if (message := inbox.receive()) is None:
-                break
-            unpacking = time.monotonic()
+        while (message := inbox.receive()) is not None:
             channel, microbatch, arrays = message
             feeds = pending.setdefault(microbatch, {})
             feeds.update(arrays)
             channels.setdefault(microbatch, []).append(channel)
-            received[microbatch] = received.get(microbatch, 0.0) + time.monotonic() - max(waited, unpacking)
             if len(feeds) < len(stage.inputs):
                 continue
             del pending[microbatch]
@@ -215,9 +207,7 @@ def _stage_process(
             del feeds, values
             for channel in channels.pop(microbatch):
                 inbox.release(channel)
-            timings.append(
-                (microbatch, received.pop(microbatch), computed - started, cpu, finished - computed, send_cpu)
-            )
+            timings.append((microbatch, computed - started, cpu, finished - computed, send_cpu))
         results.put(("timings", stage.index, timings, 0.0))
     except Exception as error:  # reported to the driver as one line; the process then ends
         results.put(("error", stage.index, f"{type(error).__name__}: {str(error).splitlines()[0]}", 0.0))
@@ -281,13 +271,13 @@ class _Driver:
 
 
 def _steady(timings: list, first: int) -> tuple[float, ...]:
-    """(receive, compute, compute CPU, send, send CPU) from micro-batch ``first`` on: medians of
-    the wall times, minima of the CPU times (see the module docstring)."""
+    """(compute, compute CPU, send, send CPU) from micro-batch ``first`` on: medians of the wall
+    times, minima of the CPU times (see the module docstring)."""
     rows = [row[1:] for row in timings if row[0] >= first]
     if not rows:
-        return (math.nan,) * 5
+        return (math.nan,) * 4
     columns = list(zip(*rows, strict=True))
-    reduce = (statistics.median, statistics.median, min, statistics.median, min)
+    reduce = (statistics.median, min, statistics.median, min)
     return tuple(float(f(column)) for f, column in zip(reduce, columns, strict=True))
 
 

@@ -12,6 +12,8 @@ the receiver to be scheduled, while copying into pages already mapped runs at me
 
 from __future__ import annotations
 
+import multiprocessing
+import queue
 from collections.abc import Mapping
 from multiprocessing import shared_memory
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 import numpy as np
 
 SLOTS = 3
+_POLL_S = 1.0
 _ALIGN = 64
 
 Channel = tuple[int, int]  # (sending stage or -1 for the driver, receiving stage)
@@ -71,8 +74,18 @@ class Inbox:
         self.blocks: dict[str, shared_memory.SharedMemory] = {}
 
     def receive(self, timeout: float | None = None) -> tuple[Channel, int, dict[str, np.ndarray]] | None:
-        """The next message as views into shared memory, or ``None`` when told to stop."""
-        message = self.queue.get(timeout=timeout)
+        """The next message as views into shared memory, or ``None`` when told to stop.
+
+        Without a timeout it waits as long as the parent process lives: a stage whose driver
+        was killed ends instead of waiting forever."""
+        while True:
+            try:
+                message = self.queue.get(timeout=_POLL_S if timeout is None else timeout)
+                break
+            except queue.Empty:
+                parent = multiprocessing.parent_process()
+                if timeout is not None or (parent is not None and not parent.is_alive()):
+                    raise
         if message is None:
             return None
         channel, microbatch, block_name, placed = message

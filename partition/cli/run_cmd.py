@@ -51,13 +51,11 @@ def _check_placement(path: str, directory: str) -> dict:
 
 
 def _table(report: RunReport) -> str:
-    lines = [
-        f"{'stage':6}{'core':>5}{'recv ms':>9}{'compute ms':>12}{'(cpu ms)':>10}{'send ms':>9}{'time ms':>9}"
-    ]
+    lines = [f"{'stage':6}{'core':>5}{'compute ms':>12}{'(cpu ms)':>10}{'send ms':>9}{'time ms':>9}"]
     for t in report.stages:
         core = "-" if t.core is None else str(t.core)
         lines.append(
-            f"{t.stage:<6}{core:>5}{t.recv_s * 1e3:9.3g}{t.compute_s * 1e3:12.4g}"
+            f"{t.stage:<6}{core:>5}{t.compute_s * 1e3:12.4g}"
             f"{t.compute_cpu_s * 1e3:10.4g}{t.send_s * 1e3:9.3g}{t.busy_s * 1e3:9.4g}"
         )
     lines.append(
