@@ -474,10 +474,10 @@ def export_stages(
 ) -> Pipeline:
     """Build every stage (refusing bad placements) and only then write them and ``pipeline.json``."""
     target = Path(directory)
-    if (target / PIPELINE_FILE).exists() and not force:
-        raise InputError(f"{target}: already holds an exported pipeline (use --force to overwrite)")
     if target.exists() and not target.is_dir():
         raise InputError(f"{target}: exists and is not a directory")
+    if (target / PIPELINE_FILE).exists() and not force:
+        raise InputError(f"{target}: already holds an exported pipeline (use --force to overwrite)")
     pipeline, models = build_stages(model_path, instance, placement, dims=dims)
     target.mkdir(parents=True, exist_ok=True)
     for stage, model in zip(pipeline.stages, models, strict=True):
@@ -485,4 +485,10 @@ def export_stages(
         if model.ByteSize() > _INLINE_LIMIT:
             _check(target / stage.model_file, stage.index)
     write_atomic(target / PIPELINE_FILE, dumps(pipeline.to_json()), overwrite=True)
+    current = {stage.model_file for stage in pipeline.stages} | {
+        f"{Path(stage.model_file).stem}.data" for stage in pipeline.stages
+    }
+    for stale in [*target.glob("stage_*.onnx"), *target.glob("stage_*.data")]:
+        if stale.name not in current:  # left by an earlier export with more stages (--force)
+            stale.unlink()
     return pipeline

@@ -118,9 +118,12 @@ def test_light_models_run_as_a_pipeline(tmp_path: Path, name: str, stages: int, 
     document = json.loads(report.read_text())
     assert code == 0 and document["outputs"]["match"]
     assert len(document["stages"]) == stages and document["throughput_per_s"] > 0
-    assert (
-        main(["export", str(model), str(placement), "-o", str(tmp_path / "stages"), "-q"]) == 2
-    )  # no --force
+    export = ["export", str(model), str(placement), "-o", str(tmp_path / "stages"), "-q"]
+    assert main(export) == 2  # the directory holds a pipeline: refused without --force
+    _solve_to_file(model, 1, tmp_path / "one.json")
+    export[2] = str(tmp_path / "one.json")
+    assert main([*export, "--force"]) == 0  # one stage now: the stale stage files go
+    assert sorted(p.name for p in (tmp_path / "stages").iterdir()) == ["pipeline.json", "stage_0.onnx"]
 
 
 def test_transformer_pipeline_and_prediction(tmp_path: Path) -> None:
