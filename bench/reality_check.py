@@ -50,6 +50,7 @@ def check(name: str, folder: Path, microbatches: int) -> dict:
     result = solve(instance)
     (folder / "placement.json").write_text(dumps(result_json(instance, result)))
     (folder / "cluster.json").write_text(dumps(instance.cluster.to_json()))
+    (folder / "instance.json").write_text(dumps(instance.to_json()))  # for `partition evaluate`
     stages, report = folder / "stages", folder / "run.json"
     common = ["-q", "--force"]
     export = ["export", str(model), str(folder / "placement.json"), "--cluster", str(folder / "cluster.json")]

@@ -149,7 +149,10 @@ def calibrate_link(*, repeats: int = 5) -> LinkType:
 
 
 def local_cluster(stages: int, link: LinkType) -> Cluster:
-    """One host with one ``this-cpu`` device per stage, joined by ``link``."""
+    """One host with one ``this-cpu`` device per stage, joined by ``link``.
+
+    The device type's peak figures are placeholders the cluster schema requires: this
+    cluster's costs are measured (:func:`measured_instance`), never modelled."""
     memory = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     return parse_cluster(
         {
