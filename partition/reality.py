@@ -4,12 +4,13 @@ The prediction uses the formulation as it stands, fed with figures measured on t
 
 - **Op times** (:func:`measure_op_times`): the whole model runs in the same one-thread session
   the stage processes use (:func:`partition.run.make_session`) with onnxruntime profiling on.
-  An op's time is the minimum over ``repeats`` runs of its node's kernel time, plus an equal
-  share of the run's time outside kernels (the smallest thread CPU time of an unprofiled run
-  minus the sum of the kernel times, spread over the nodes that ran). Minimum and CPU time,
-  not median wall time: on a shared machine preemption only ever adds wall time, and the least
-  disturbed figure is the best estimate of the op's own cost. Ops onnxruntime folds or fuses
-  away cost 0; their work is charged to the node that absorbed them.
+  Profiled kernel times are wall times, and on a machine shared with other work a long kernel
+  is preempted on every run, so each run's kernel times are scaled by the run's share of CPU
+  (its thread CPU time over its wall time, preemption assumed uniform within a run). An op's
+  time is the median over ``repeats`` runs of its scaled kernel time, plus an equal share of
+  the time outside kernels (median thread CPU time of an unprofiled run minus the sum of the
+  op times, spread over the nodes that ran). Ops onnxruntime folds or fuses away cost 0; their
+  work is charged to the node that absorbed them.
 - **Link** (:func:`calibrate_link`): arrays of 4 KB to 16 MB bounce between two processes
   pinned to two cores through the transport a run uses (:mod:`partition.transport`); the
   sender's fastest ``send`` (copy into shared memory, queue the address) is fitted as
@@ -30,6 +31,7 @@ import math
 import multiprocessing
 import os
 import queue
+import statistics
 import tempfile
 import time
 from collections import defaultdict
@@ -58,6 +60,12 @@ _KERNEL_SUFFIX = "_kernel_time"
 _ECHO_TIMEOUT_S = 60.0
 
 
+def _own_time(times: list[float], share: list[float]) -> float:
+    """Median kernel time scaled by each run's CPU share; run 0 only warms up."""
+    scaled = [t * f for t, f in zip(times[1:], share[1:], strict=False)]
+    return statistics.median(scaled) if scaled else times[0]
+
+
 def measure_op_times(
     model_path: str | Path,
     graph: OpGraph,
@@ -72,25 +80,28 @@ def measure_op_times(
     for node, op in zip(op_nodes(nodes, graph, str(model_path)), graph.ops, strict=True):
         node.name = op.id  # unique, and what the profile reports back
     inputs = random_inputs(input_specs(model_path, dims), np.random.default_rng(seed))
+    share = []  # per run: thread CPU time over wall time, the fraction not preempted
     with tempfile.TemporaryDirectory() as folder:
         session = make_session(model, profile_prefix=os.path.join(folder, "profile"))
         for _ in range(repeats + 1):
+            wall, cpu = time.perf_counter(), time.thread_time()  # one-thread sessions run here
             session.run(None, inputs)
+            share.append(min(1.0, (time.thread_time() - cpu) / (time.perf_counter() - wall)))
         events = json.loads(Path(session.end_profiling()).read_text())
-    kernel: dict[str, list[float]] = defaultdict(list)
+    kernel: dict[str, list[float]] = defaultdict(list)  # the i-th time of a node is from run i
     for event in events:
         if event.get("cat") == "Node" and event.get("name", "").endswith(_KERNEL_SUFFIX):
             kernel[event["name"][: -len(_KERNEL_SUFFIX)]].append(event["dur"] * 1e-6)
-    fastest = {name: min(times[1:] or times) for name, times in kernel.items()}
+    own = {name: _own_time(times, share) for name, times in kernel.items()}
     plain = make_session(model)
     plain.run(None, inputs)
     runs = []
     for _ in range(repeats):
-        started = time.thread_time()  # one-thread sessions run on this thread
+        started = time.thread_time()
         plain.run(None, inputs)
         runs.append(time.thread_time() - started)
-    overhead = max(0.0, min(runs) - sum(fastest.values())) / max(1, len(fastest))
-    return np.array([fastest[op.id] + overhead if op.id in fastest else 0.0 for op in graph.ops])
+    overhead = max(0.0, statistics.median(runs) - sum(own.values())) / max(1, len(own))
+    return np.array([own[op.id] + overhead if op.id in own else 0.0 for op in graph.ops])
 
 
 def _echo(queues: list, free: dict, core: int) -> None:

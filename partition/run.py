@@ -14,10 +14,8 @@ median, over the steady-state micro-batches, of the wall time it spends computin
 (``session.run``) and sending (copying its outputs into shared memory and queueing them; a
 send waiting for a free slot counts as sending). Receiving costs nothing measurable: the
 inputs are views of the sender's shared memory. Time blocked waiting for an input is idle.
-The thread CPU times of computing and sending are recorded too, as their minimum over the
-steady-state micro-batches: on a machine shared with other work, wall time above them is time
-the stage was preempted, and the least disturbed micro-batch is the best estimate of the
-stage's own cost (the same rule as the measured op times of :mod:`partition.reality`).
+The thread CPU times of computing and sending are recorded too (medians): on a machine shared
+with other work, wall time above them is time the stage was preempted.
 
 Each stage process is pinned to one core (round robin over the cores this process may use)
 and its session uses one intra-op and one inter-op thread. Sessions use onnxruntime's basic
@@ -271,14 +269,11 @@ class _Driver:
 
 
 def _steady(timings: list, first: int) -> tuple[float, ...]:
-    """(compute, compute CPU, send, send CPU) from micro-batch ``first`` on: medians of the wall
-    times, minima of the CPU times (see the module docstring)."""
+    """Medians of (compute, compute CPU, send, send CPU) from micro-batch ``first`` on."""
     rows = [row[1:] for row in timings if row[0] >= first]
     if not rows:
         return (math.nan,) * 4
-    columns = list(zip(*rows, strict=True))
-    reduce = (statistics.median, min, statistics.median, min)
-    return tuple(float(f(column)) for f, column in zip(reduce, columns, strict=True))
+    return tuple(float(statistics.median(column)) for column in zip(*rows, strict=True))
 
 
 def run_pipeline(
