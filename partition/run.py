@@ -11,9 +11,9 @@ session up; micro-batch 1 goes through the empty pipeline alone, which gives the
 micro-batches 2..M+1 are injected at once and the steady-state throughput is ``(M - 1)`` over
 the time between the first and the last of them completing. A stage's measured time is the
 median, over the steady-state micro-batches, of the wall time it spends computing
-(``session.run``) and sending (copying its outputs into shared memory and queueing them; a
-send waiting for a free slot counts as sending). Receiving costs nothing measurable: the
-inputs are views of the sender's shared memory. Time blocked waiting for an input is idle.
+(``session.run``) and sending (copying its outputs into shared memory and queueing them).
+Receiving costs nothing measurable: the inputs are views of the sender's shared memory. Time
+blocked waiting for an input, or for a slot the next stage has not freed yet, is idle.
 The thread CPU times of computing and sending are recorded too (medians): on a machine shared
 with other work, wall time above them is time the stage was preempted.
 
@@ -105,6 +105,7 @@ class RunReport:
     latency_s: float
     max_abs_diff: Mapping[str, float]
     mismatched: tuple[str, ...]
+    load_average: float  # 1-minute load when the run ended: above the core count, wall times inflate
 
     @property
     def outputs_match(self) -> bool:
@@ -116,6 +117,8 @@ class RunReport:
             "version": RUN_VERSION,
             "microbatches": self.microbatches,
             "threads_per_stage": 1,
+            "load_average": self.load_average,
+            "cores": len(os.sched_getaffinity(0)),
             "throughput_per_s": self.throughput_per_s,
             "latency_s": self.latency_s,
             "stages": [
@@ -196,8 +199,10 @@ def _stage_process(
             values = dict(zip(names, session.run(names, feeds), strict=True))
             computed, sending = time.monotonic(), time.thread_time()
             cpu = sending - cpu
-            for target, outbox in outboxes.items():
+            blocked = sum(
                 outbox.send(microbatch, {x: values[x] for x in stage.sends if target in stage.sends[x]})
+                for target, outbox in outboxes.items()
+            )
             finished, send_cpu = time.monotonic(), time.thread_time() - sending
             if stage.final_outputs:
                 finals = {x: np.array(values[x]) for x in stage.final_outputs}  # own copy: slots get reused
@@ -205,7 +210,7 @@ def _stage_process(
             del feeds, values
             for channel in channels.pop(microbatch):
                 inbox.release(channel)
-            timings.append((microbatch, computed - started, cpu, finished - computed, send_cpu))
+            timings.append((microbatch, computed - started, cpu, finished - computed - blocked, send_cpu))
         results.put(("timings", stage.index, timings, 0.0))
     except Exception as error:  # reported to the driver as one line; the process then ends
         results.put(("error", stage.index, f"{type(error).__name__}: {str(error).splitlines()[0]}", 0.0))
@@ -366,4 +371,5 @@ def run_pipeline(
         latency_s=driver.done[1] - driver.injected[1],
         max_abs_diff=worst,
         mismatched=tuple(sorted(mismatched)),
+        load_average=os.getloadavg()[0],
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import queue
+import time
 from collections.abc import Mapping
 from multiprocessing import shared_memory
 from typing import Any
@@ -44,13 +45,17 @@ class Outbox:
         self.slot_bytes = 0
         self.slot = 0
 
-    def send(self, microbatch: int, arrays: Mapping[str, np.ndarray]) -> None:
+    def send(self, microbatch: int, arrays: Mapping[str, np.ndarray]) -> float:
+        """Copy ``arrays`` into the next free slot and queue its address; returns the seconds
+        spent waiting for a free slot (the receiver being behind, not a cost of sending)."""
         layout, size = _layout(arrays)
         if size > self.slot_bytes:  # first message, or a larger one: a new block (old ones stay
             self.blocks.append(shared_memory.SharedMemory(create=True, size=size * self.slots))
             self.slot_bytes, self.slot = size, 0  # mapped until close, for messages in flight)
         block = self.blocks[-1]
+        waiting = time.monotonic()
         self.free.acquire()
+        waited = time.monotonic() - waiting
         base = self.slot * self.slot_bytes
         for name, (offset, dtype, shape) in layout.items():
             target = np.ndarray(shape, dtype, buffer=block.buf, offset=base + offset)
@@ -58,6 +63,7 @@ class Outbox:
         placed = {name: (base + offset, dtype, shape) for name, (offset, dtype, shape) in layout.items()}
         self.queue.put((self.channel, microbatch, block.name, placed))
         self.slot = (self.slot + 1) % self.slots
+        return waited
 
     def close(self) -> None:
         for block in self.blocks:

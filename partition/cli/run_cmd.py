@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -62,6 +63,12 @@ def _table(report: RunReport) -> str:
         f"throughput {report.throughput_per_s:.4g}/s  latency {report.latency_s * 1e3:.4g} ms"
         f"  ({report.microbatches} micro-batches, one thread per stage)"
     )
+    cores = len(os.sched_getaffinity(0))
+    if report.load_average > cores:
+        lines.append(
+            f"note: load average {report.load_average:.1f} on {cores} cores: wall times include time"
+            " preempted by other work; the cpu figures do not"
+        )
     worst = max(report.max_abs_diff.values(), default=0.0)
     verdict = "match" if report.outputs_match else f"DIFFER ({', '.join(report.mismatched)})"
     lines.append(f"outputs {verdict}: max |pipeline - whole model| = {worst:.3g} (rtol {RTOL}, atol {ATOL})")
