@@ -4,18 +4,19 @@ Transport: every stage process has one inbound ``multiprocessing.Queue``. A stag
 a micro-batch puts one message per destination stage holding every tensor that stage needs
 from it (skip connections go straight to the stage that reads them, not hop by hop), through
 reused shared memory (:mod:`partition.transport`). The driver (this process) feeds the graph
-inputs and collects the graph outputs.
+inputs and collects the graph outputs the same way.
 
 Timeline of a run of ``M`` micro-batches (``M + 2`` are computed): micro-batch 0 warms every
 session up; micro-batch 1 goes through the empty pipeline alone, which gives the latency; then
 micro-batches 2..M+1 are injected at once and the steady-state throughput is ``(M - 1)`` over
 the time between the first and the last of them completing. A stage's measured time is the
-median, over the steady-state micro-batches, of the wall time it spends computing
+mean (a throughput is a mean rate, and on a busy machine the occasional preempted micro-batch
+counts), over the steady-state micro-batches, of the wall time it spends computing
 (``session.run``) and sending (copying its outputs into shared memory and queueing them).
 Receiving costs nothing measurable: the inputs are views of the sender's shared memory. Time
 blocked waiting for an input, or for a slot the next stage has not freed yet, is idle.
-The thread CPU times of computing and sending are recorded too (medians): on a machine shared
-with other work, wall time above them is time the stage was preempted.
+The thread CPU times of computing and sending are recorded too: on a machine shared with other
+work, wall time above them is time the stage was preempted.
 
 Each stage process is pinned to one core (round robin over the cores this process may use)
 and its session uses one intra-op and one inter-op thread. Sessions use onnxruntime's basic
@@ -75,7 +76,7 @@ def make_session(
 
 @dataclass(frozen=True)
 class StageTiming:
-    """Median steady-state seconds per micro-batch of one stage process."""
+    """Mean steady-state seconds per micro-batch of one stage process."""
 
     stage: int
     device: str
@@ -160,8 +161,9 @@ def random_inputs(specs: tuple[TensorSpec, ...], rng: np.random.Generator) -> di
 
 
 def _incoming(pipeline: Pipeline) -> list[Channel]:
-    """Every channel of a run: driver → stages fed graph inputs (or nothing), stage → stage."""
-    channels = []
+    """Every channel of a run: driver → stages fed graph inputs (or nothing), stage → stage,
+    stage → driver for the graph outputs."""
+    channels = [(stage.index, GRAPH_INPUT) for stage in pipeline.stages if stage.final_outputs]
     for stage in pipeline.stages:
         if any(source == GRAPH_INPUT for source in stage.receives.values()) or not stage.inputs:
             channels.append((GRAPH_INPUT, stage.index))
@@ -177,6 +179,10 @@ def _stage_process(
     """Body of one stage process: gather a micro-batch's inputs, run, forward the outputs."""
     targets = sorted({t for destinations in stage.sends.values() for t in destinations})
     outboxes = {t: Outbox((stage.index, t), queues[t], free[(stage.index, t)]) for t in targets}
+    if stage.final_outputs:
+        outboxes[GRAPH_INPUT] = Outbox(
+            (stage.index, GRAPH_INPUT), results, free[(stage.index, GRAPH_INPUT)], tag="output"
+        )
     inbox = Inbox(queues[stage.index], free)
     pending: dict[int, dict[str, np.ndarray]] = {}
     try:
@@ -200,13 +206,10 @@ def _stage_process(
             computed, sending = time.monotonic(), time.thread_time()
             cpu = sending - cpu
             blocked = sum(
-                outbox.send(microbatch, {x: values[x] for x in stage.sends if target in stage.sends[x]})
+                outbox.send(microbatch, {x: values[x] for x in _bound_for(stage, target)})
                 for target, outbox in outboxes.items()
             )
             finished, send_cpu = time.monotonic(), time.thread_time() - sending
-            if stage.final_outputs:
-                finals = {x: np.array(values[x]) for x in stage.final_outputs}  # own copy: slots get reused
-                results.put(("output", microbatch, finals, finished))
             del feeds, values
             for channel in channels.pop(microbatch):
                 inbox.release(channel)
@@ -221,13 +224,21 @@ def _stage_process(
             outbox.close()
 
 
+def _bound_for(stage: StageSpec, target: int) -> list[str]:
+    """The outputs of ``stage`` that go to stage ``target`` (the graph outputs to the driver)."""
+    if target == GRAPH_INPUT:
+        return list(stage.final_outputs)
+    return [x for x, targets in stage.sends.items() if target in targets]
+
+
 class _Driver:
     """Feeds graph inputs, gathers outputs and watches the stage processes."""
 
     def __init__(
-        self, pipeline: Pipeline, outboxes: dict[int, Outbox], results: Any, processes: list
+        self, pipeline: Pipeline, outboxes: dict[int, Outbox], results: Any, free: dict, processes: list
     ) -> None:
         self.pipeline, self.outboxes, self.results, self.processes = pipeline, outboxes, results, processes
+        self.inbox = Inbox(results, free)  # opens the graph outputs' shared-memory messages
         self.ready: set[int] = set()
         self.outputs: dict[int, dict[str, np.ndarray]] = {}
         self.latest: dict[int, float] = {}
@@ -265,7 +276,10 @@ class _Driver:
             if kind == "ready":
                 self.ready.add(key)
             elif kind == "output":  # graph outputs may come from several stages
-                self.outputs.setdefault(key, {}).update(payload)
+                channel, _, arrays = self.inbox.open(payload)
+                self.outputs.setdefault(key, {}).update({x: np.array(a) for x, a in arrays.items()})
+                del arrays
+                self.inbox.release(channel)
                 self.latest[key] = max(stamp, self.latest.get(key, stamp))
                 if len(self.outputs[key]) == len(self.pipeline.graph_outputs):
                     self.done[key] = self.latest[key]
@@ -274,11 +288,11 @@ class _Driver:
 
 
 def _steady(timings: list, first: int) -> tuple[float, ...]:
-    """Medians of (compute, compute CPU, send, send CPU) from micro-batch ``first`` on."""
+    """Means of (compute, compute CPU, send, send CPU) from micro-batch ``first`` on."""
     rows = [row[1:] for row in timings if row[0] >= first]
     if not rows:
         return (math.nan,) * 4
-    return tuple(float(statistics.median(column)) for column in zip(*rows, strict=True))
+    return tuple(float(statistics.fmean(column)) for column in zip(*rows, strict=True))
 
 
 def run_pipeline(
@@ -319,7 +333,7 @@ def run_pipeline(
         for source, t in channels
         if source == GRAPH_INPUT
     }
-    driver = _Driver(pipeline, outboxes, results, processes)
+    driver = _Driver(pipeline, outboxes, results, free, processes)
     say(f"starting {len(processes)} stage processes")
     for process in processes:
         process.start()
@@ -344,6 +358,7 @@ def run_pipeline(
                 process.join()
         for outbox in outboxes.values():
             outbox.close()
+        driver.inbox.close()
     stamps = [driver.done[m] for m in range(2, microbatches + 2)]
     stages = tuple(
         StageTiming(s.index, s.device, placed[s.index], *_steady(driver.timings[s.index], 2))

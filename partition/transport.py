@@ -39,8 +39,12 @@ def _layout(arrays: Mapping[str, np.ndarray]) -> tuple[dict[str, tuple[int, str,
 class Outbox:
     """The sending end of one channel."""
 
-    def __init__(self, channel: Channel, queue: Any, free: Any, slots: int = SLOTS) -> None:
-        self.channel, self.queue, self.free, self.slots = channel, queue, free, slots
+    def __init__(
+        self, channel: Channel, queue: Any, free: Any, slots: int = SLOTS, tag: str | None = None
+    ) -> None:
+        """``tag``: wrap each message as ``(tag, microbatch, message, time)``, to share a queue
+        with other kinds of message (the receiver passes the inner message to ``Inbox.open``)."""
+        self.channel, self.queue, self.free, self.slots, self.tag = channel, queue, free, slots, tag
         self.blocks: list[shared_memory.SharedMemory] = []
         self.slot_bytes = 0
         self.slot = 0
@@ -51,6 +55,9 @@ class Outbox:
         layout, size = _layout(arrays)
         if size > self.slot_bytes:  # first message, or a larger one: a new block (old ones stay
             self.blocks.append(shared_memory.SharedMemory(create=True, size=size * self.slots))
+            np.ndarray((size * self.slots,), np.uint8, buffer=self.blocks[-1].buf)[:] = (
+                0  # fault pages in now
+            )
             self.slot_bytes, self.slot = size, 0  # mapped until close, for messages in flight)
         block = self.blocks[-1]
         waiting = time.monotonic()
@@ -61,7 +68,8 @@ class Outbox:
             target = np.ndarray(shape, dtype, buffer=block.buf, offset=base + offset)
             target[...] = arrays[name]
         placed = {name: (base + offset, dtype, shape) for name, (offset, dtype, shape) in layout.items()}
-        self.queue.put((self.channel, microbatch, block.name, placed))
+        message = (self.channel, microbatch, block.name, placed)
+        self.queue.put(message if self.tag is None else (self.tag, microbatch, message, time.monotonic()))
         self.slot = (self.slot + 1) % self.slots
         return waited
 
@@ -92,8 +100,10 @@ class Inbox:
                 parent = multiprocessing.parent_process()
                 if timeout is not None or (parent is not None and not parent.is_alive()):
                     raise
-        if message is None:
-            return None
+        return None if message is None else self.open(message)
+
+    def open(self, message: tuple) -> tuple[Channel, int, dict[str, np.ndarray]]:
+        """A message from :meth:`Outbox.send` as views into shared memory."""
         channel, microbatch, block_name, placed = message
         if block_name not in self.blocks:
             self.blocks[block_name] = shared_memory.SharedMemory(name=block_name)
