@@ -108,7 +108,7 @@ def load_placement(args: argparse.Namespace) -> tuple[Instance, Placement, Evalu
         args.comm_mode = recorded["comm_mode"]
     args.overlap = args.overlap or bool(recorded.get("overlap"))
     if args.cluster is None and Path(args.source).suffix != ".json" and recorded.get("cluster"):
-        args.cluster = recorded["cluster"]  # a bundled cluster name, or a file relative to here
+        args.cluster = recorded["cluster"]  # its name: enough for a bundled cluster
     instance = load_problem(args, default_stages=1)
     placement = placement_from_json(instance, document, where=args.placement)
     evaluation = evaluate(instance, placement)
