@@ -16,16 +16,19 @@ import numpy as np
 
 from .bounds import trivial_lower_bound
 from .cluster import Cluster, load_cluster
-from .errors import InfeasibleError, InputError, SolverError
+from .errors import InfeasibleError, InputError, PartitionError, SolverError
 from .evaluator import evaluate
 from .graph import Op, OpGraph, Tensor
 from .instance import CommMode, Instance, Options, build_instance, load_instance
 from .placement import Result, Status
-from .solvers import Settings, get_solver, solver_names
+from .solvers import Outcome, Settings, get_solver
 from .solvers.ideal_dp import ideal_count
 
 _OPTIMALITY_TOLERANCE = 1e-6
-_AUTO_IDEAL_LIMIT = 5_000  # ideal-dp takes ~15 s at 2 700 ideals and grows about quadratically
+_AUTO_IDEAL_LIMIT = 3_000  # ideal-dp takes ~15 s at 2 700 ideals and grows about quadratically
+_AUTO_ANYTIME_OPS = 2_000  # beyond this the CP-SAT model (ops × stages booleans) is too slow to help
+_ORDER_DP_OPS = 4_000  # the order DP's dense (n+1)² tables
+AUTO_TIME_LIMIT = 60.0  # seconds ``auto`` spends when the user gives no limit
 
 
 def graph_from_networkx(graph: nx.DiGraph, name: str = "graph") -> OpGraph:
@@ -128,13 +131,35 @@ def infeasibility_reason(instance: Instance) -> str | None:
 
 
 def _choose_solver(instance: Instance) -> tuple[str, str]:
-    """The solver ``auto`` runs, and why: the exact ideal DP when the graph has few enough
-    ideals, else CP-SAT (which warm-starts from the order DP) when installed, else the order DP."""
+    """The solver ``auto`` runs, and why: the anytime search on large graphs (whose CP-SAT model
+    grows with ops × stages), the exact ideal DP when the graph has few enough ideals, else
+    CP-SAT (which warm-starts from the order DP)."""
+    ops = len(instance.graph.ops)
+    if ops > _AUTO_ANYTIME_OPS:
+        return "anytime", f"auto: anytime ({ops} ops, more than {_AUTO_ANYTIME_OPS})"
     count = ideal_count(instance, _AUTO_IDEAL_LIMIT)
     if count is not None:
         return "ideal-dp", f"auto: ideal-dp ({count} ideals)"
-    fallback = "cp-sat" if "cp-sat" in solver_names() else "order-dp"
-    return fallback, f"auto: {fallback} (more than {_AUTO_IDEAL_LIMIT} ideals, too many for ideal-dp)"
+    return "cp-sat", f"auto: cp-sat (more than {_AUTO_IDEAL_LIMIT} ideals, too many for ideal-dp)"
+
+
+def _run_solver(instance: Instance, name: str, settings: Settings, auto: bool) -> tuple[str, Outcome, tuple]:
+    """Run ``name``; under ``auto`` a solver that crashes is reported and the order DP (or the
+    anytime search on graphs too large for it) takes over, so a launch script still gets a
+    placement."""
+    try:
+        return name, get_solver(name).solve(instance, settings), ()
+    except PartitionError:
+        raise
+    except Exception as error:  # a solver bug must not cost the user their placement
+        if not auto:
+            raise
+        fallback = "order-dp" if len(instance.graph.ops) <= _ORDER_DP_OPS else "anytime"
+        if fallback == name:
+            raise
+        note = f"auto: {name} failed ({type(error).__name__}: {error}); fell back to {fallback}"
+        settings.report(note)
+        return fallback, get_solver(fallback).solve(instance, settings), (note,)
 
 
 def solve(
@@ -152,8 +177,11 @@ def solve(
     and raises :class:`SolverError`. The reported bound is the best of the solver's own and
     the trivial bounds, and the status is ``optimal`` only when the bottleneck meets it.
     """
-    name, why = _choose_solver(instance) if solver == "auto" else (solver, None)
+    auto = solver == "auto"
+    name, why = _choose_solver(instance) if auto else (solver, None)
     implementation = get_solver(name)
+    if auto and time_limit is None:
+        time_limit = AUTO_TIME_LIMIT
     settings = Settings(time_limit=time_limit, seed=seed, threads=threads, progress=progress)
     limit = implementation.capabilities.max_ops
     if limit is not None and len(instance.graph.ops) > limit:
@@ -174,8 +202,9 @@ def solve(
             math.inf,
             notes=(reason,),
         )
-    outcome = implementation.solve(instance, settings)
-    notes = (why, *outcome.notes) if why else outcome.notes
+    name, outcome, fallback_notes = _run_solver(instance, name, settings, auto)
+    implementation = get_solver(name)
+    notes = (*((why,) if why else ()), *fallback_notes, *outcome.notes)
     wall = time.perf_counter() - started
     bound = max(bound, outcome.lower_bound)
     if outcome.placement is None:

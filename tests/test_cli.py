@@ -22,7 +22,20 @@ CLUSTERS = ["homo-4a100", "hetero-2h100-4a100-2l4"]
 def test_solve_then_evaluate_real_models(tmp_path: Path, model: str, cluster: str, capsys) -> None:
     output = tmp_path / "placement.json"
     source = str(LIGHT / f"{model}.onnx")
-    assert main(["solve", source, "--cluster", cluster, "--stages", "4", "-o", str(output), "-q"]) == 0
+    args = [
+        "solve",
+        source,
+        "--cluster",
+        cluster,
+        "--stages",
+        "4",
+        "--time-limit",
+        "5",
+        "-o",
+        str(output),
+        "-q",
+    ]
+    assert main(args) == 0
     document = json.loads(output.read_text())
     assert document["schema"] == "partition.placement" and document["version"] == 1
     assert document["status"] in ("optimal", "feasible")

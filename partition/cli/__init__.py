@@ -16,10 +16,12 @@ from . import (
     calibrate_cmd,
     compare_cmd,
     evaluate_cmd,
+    export_cmd,
     import_cmd,
     inspect_cmd,
     instance_cmd,
     profile_cmd,
+    run_cmd,
     show_cmd,
     solve_cmd,
 )
@@ -35,6 +37,8 @@ _VERBS = (
     bench_cmd,
     show_cmd,
     compare_cmd,
+    export_cmd,
+    run_cmd,
 )
 EXIT_ERROR = 2
 

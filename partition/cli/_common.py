@@ -5,15 +5,19 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..api import make_instance
 from ..calibrate import apply_calibrated, load_calibrated
 from ..cluster import load_cluster
 from ..devices import DeviceType
 from ..errors import InputError
+from ..evaluator import evaluate
 from ..instance import CommMode, Instance, load_instance
-from ..jsonio import dumps, write_atomic
+from ..jsonio import dumps, read_json, write_atomic
 from ..measured import apply_measured, load_cost_table, with_device_types
+from ..placement import Evaluation, Placement
+from ..report import placement_from_json
 
 
 def add_output(parser: argparse.ArgumentParser, what: str) -> None:
@@ -97,7 +101,7 @@ def _load_problem(
 ) -> Instance:
     source = Path(args.source)
     stages = args.stages if args.stages is not None else default_stages
-    if source.name.endswith((".json", ".json.gz")):
+    if is_instance_file(source):
         if args.cluster:
             raise InputError("--cluster applies to ONNX models; an instance file holds its own cluster")
         instance = load_instance(source)
@@ -124,6 +128,39 @@ def _load_problem(
         exact_stages=args.exact_stages,
         dims=dims_from_args(args.dim),
     )
+
+
+def is_instance_file(path: Path) -> bool:
+    """Instance files are JSON (optionally gzipped); anything else is taken for an ONNX model."""
+    return path.name.endswith((".json", ".json.gz"))
+
+
+def adopt_recorded_options(args: argparse.Namespace, document: Any) -> None:
+    """Fill unset problem flags from the options a placement file recorded."""
+    recorded = document.get("instance", {}) if isinstance(document, dict) else {}
+    if args.stages is None and isinstance(recorded.get("stages"), int):
+        args.stages = recorded["stages"]
+    if args.comm_mode is None and recorded.get("comm_mode"):
+        args.comm_mode = recorded["comm_mode"]
+    args.overlap = args.overlap or bool(recorded.get("overlap"))
+    if args.cluster is None and not is_instance_file(Path(args.source)) and recorded.get("cluster"):
+        args.cluster = recorded["cluster"]  # its name: enough for a bundled cluster
+
+
+def load_placement(args: argparse.Namespace) -> tuple[Instance, Placement, Evaluation, dict]:
+    """The instance a placement file was solved for (options it recorded fill unset flags),
+    the placement and its evaluation; an invalid placement is refused with its first violation."""
+    document = read_json(args.placement, "placement")
+    adopt_recorded_options(args, document)
+    instance = load_problem(args, default_stages=1)
+    placement = placement_from_json(instance, document, where=args.placement)
+    evaluation = evaluate(instance, placement)
+    if not evaluation.valid:
+        raise InputError(
+            f"{args.placement}: invalid placement: {evaluation.violations[0]}"
+            + (f" (and {len(evaluation.violations) - 1} more)" if len(evaluation.violations) > 1 else "")
+        )
+    return instance, placement, evaluation, document
 
 
 def emit(document: object, output: str | None, force: bool) -> None:

@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from ..instance import Instance
 from ..jsonio import read_json
 from ..placement_view import PlacementView, reevaluate, view_of
 from ..report import result_json
-from ._common import add_problem, load_problem
-
-
-def adopt_recorded_options(args: argparse.Namespace, document: Any) -> None:
-    """Take stages, communication mode and overlap from the placement unless given."""
-    recorded = document.get("instance", {}) if isinstance(document, dict) else {}
-    if args.stages is None and isinstance(recorded.get("stages"), int):
-        args.stages = recorded["stages"]
-    if args.comm_mode is None and recorded.get("comm_mode"):
-        args.comm_mode = recorded["comm_mode"]
-    args.overlap = args.overlap or bool(recorded.get("overlap"))
+from ._common import add_problem, adopt_recorded_options, load_problem
 
 
 def add_instance_source(parser: argparse.ArgumentParser) -> None:

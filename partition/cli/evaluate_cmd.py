@@ -6,11 +6,9 @@ import argparse
 import sys
 
 from ..errors import InputError
-from ..evaluator import evaluate
-from ..jsonio import read_json
 from ..placement import Result, Status
-from ..report import placement_from_json, result_json, stage_table
-from ._common import add_output, add_problem, add_quiet, emit, load_problem
+from ..report import result_json, stage_table
+from ._common import add_output, add_problem, add_quiet, emit, load_placement
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -23,21 +21,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    document = read_json(args.placement, "placement")
-    recorded = document.get("instance", {}) if isinstance(document, dict) else {}
-    if args.stages is None and isinstance(recorded.get("stages"), int):
-        args.stages = recorded["stages"]
-    if args.comm_mode is None and recorded.get("comm_mode"):
-        args.comm_mode = recorded["comm_mode"]
-    args.overlap = args.overlap or bool(recorded.get("overlap"))
-    instance = load_problem(args, default_stages=1)
-    placement = placement_from_json(instance, document, where=args.placement)
-    evaluation = evaluate(instance, placement)
-    if not evaluation.valid:
-        raise InputError(
-            f"{args.placement}: invalid placement: {evaluation.violations[0]}"
-            + (f" (and {len(evaluation.violations) - 1} more)" if len(evaluation.violations) > 1 else "")
-        )
+    instance, placement, evaluation, document = load_placement(args)
     bound = float(document.get("lower_bound_s") or 0.0)
     result = Result(
         instance.name,

@@ -1,0 +1,173 @@
+"""Exported stages run as a multi-process pipeline and reproduce the whole model's outputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from conftest import LIGHT
+from onnx_builders import branchy_model, transformer_model
+
+import partition
+from partition.cli import main
+from partition.errors import InputError
+from partition.export import export_stages, load_pipeline
+from partition.placement import Placement
+from partition.run import run_pipeline
+
+THREE = "homo-4a100"  # four devices on one host: room for 2 or 3 stages
+
+
+def _hand_placement(instance: partition.Instance, stages: list[list[str]]) -> Placement:
+    stage_of = {op: s for s, ops in enumerate(stages) for op in ops}
+    return Placement(tuple(stage_of[op.id] for op in instance.graph.ops), tuple(range(len(stages))))
+
+
+def _chain(directory: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run the stages one after another in this process (no pipeline), by tensor name."""
+    pipeline = load_pipeline(directory)
+    values = dict(inputs)
+    for stage in pipeline.stages:
+        session = ort.InferenceSession(str(directory / stage.model_file), providers=["CPUExecutionProvider"])
+        outputs = session.run(list(stage.outputs), {x: values[x] for x in stage.inputs})
+        values.update(zip(stage.outputs, outputs, strict=True))
+    return values
+
+
+@pytest.fixture
+def branchy(tmp_path: Path) -> tuple[Path, partition.Instance]:
+    path = tmp_path / "branchy.onnx"
+    onnx.save(branchy_model(), path)
+    return path, partition.make_instance(path, THREE, 3)
+
+
+def test_skip_connection_crosses_a_stage_and_constants_are_duplicated(branchy, tmp_path: Path) -> None:
+    path, instance = branchy
+    placement = _hand_placement(instance, [["sig", "mm1"], ["relu", "reshape"], ["mm2", "add"]])
+    pipeline = export_stages(path, instance, placement, tmp_path / "stages")
+    first, middle, last = pipeline.stages
+    assert dict(first.sends) == {"a": (1, 2)}  # the skip goes straight to stage 2
+    assert dict(middle.receives) == {"a": 0} and dict(middle.sends) == {"c": (2,)}
+    assert dict(last.receives) == {"c": 1, "a": 0}
+    for stage in pipeline.stages:
+        model = onnx.load(tmp_path / "stages" / stage.model_file)
+        onnx.checker.check_model(model)
+        assert "w" not in stage.receives and "sshape" not in stage.receives
+        assert [i.name for i in model.graph.input] == list(stage.inputs)
+        assert [o.name for o in model.graph.output] == list(stage.outputs)
+    fills = [
+        sum(n.op_type == "ConstantOfShape" for n in onnx.load(tmp_path / "stages" / s.model_file).graph.node)
+        for s in pipeline.stages
+    ]
+    assert fills == [1, 0, 1]  # the shared weight is rebuilt where it is used, never sent
+    x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
+    whole = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(["y"], {"x": x})[0]
+    np.testing.assert_allclose(_chain(tmp_path / "stages", {"x": x})["y"], whole, rtol=1e-6)
+    report = run_pipeline(tmp_path / "stages", 3)
+    assert report.outputs_match and report.max_abs_diff["y"] <= 1e-6
+    assert report.throughput_per_s > 0 and report.latency_s > 0
+    assert [t.stage for t in report.stages] == [0, 1, 2]
+
+
+def test_bad_placements_are_refused_before_anything_is_written(branchy, tmp_path: Path) -> None:
+    path, instance = branchy
+    backwards = _hand_placement(instance, [["relu", "reshape", "mm2", "add"], ["sig", "mm1"]])
+    target = tmp_path / "stages"
+    with pytest.raises(InputError, match="back to stage 0"):
+        export_stages(path, instance, backwards, target)
+    assert not target.exists()
+
+
+def _solve_to_file(model: Path, stages: int, output: Path) -> None:
+    assert (
+        main(["solve", str(model), "--cluster", THREE, "--stages", str(stages), "-o", str(output), "-q"]) == 0
+    )
+
+
+def test_cli_refuses_a_placement_with_a_missing_op(tmp_path: Path, capsys) -> None:
+    model = LIGHT / "light_squeezenet.onnx"
+    placement = tmp_path / "p.json"
+    _solve_to_file(model, 2, placement)
+    document = json.loads(placement.read_text())
+    dropped = document["stages"][1]["ops"].pop()
+    placement.write_text(json.dumps(document))
+    capsys.readouterr()
+    assert main(["export", str(model), str(placement), "-o", str(tmp_path / "stages")]) == 2
+    assert f"op {dropped!r} is not placed" in capsys.readouterr().err
+    assert not (tmp_path / "stages").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "stages", "microbatches"), [("light_squeezenet", 3, 3), ("light_resnet50", 2, 2)]
+)
+def test_light_models_run_as_a_pipeline(tmp_path: Path, name: str, stages: int, microbatches: int) -> None:
+    model = LIGHT / f"{name}.onnx"
+    placement = tmp_path / "p.json"
+    _solve_to_file(model, stages, placement)
+    assert main(["export", str(model), str(placement), "-o", str(tmp_path / "stages"), "-q"]) == 0
+    assert sorted(p.name for p in (tmp_path / "stages").iterdir()) == [
+        "pipeline.json",
+        *(f"stage_{s}.onnx" for s in range(stages)),
+    ]
+    report = tmp_path / "run.json"
+    code = main(["run", str(tmp_path / "stages"), "-m", str(microbatches), "-o", str(report), "-q"])
+    document = json.loads(report.read_text())
+    assert code == 0 and document["outputs"]["match"]
+    assert len(document["stages"]) == stages and document["throughput_per_s"] > 0
+    export = ["export", str(model), str(placement), "-o", str(tmp_path / "stages"), "-q"]
+    assert main(export) == 2  # the directory holds a pipeline: refused without --force
+    _solve_to_file(model, 1, tmp_path / "one.json")
+    export[2] = str(tmp_path / "one.json")
+    assert main([*export, "--force"]) == 0  # one stage now: the stale stage files go
+    assert sorted(p.name for p in (tmp_path / "stages").iterdir()) == ["pipeline.json", "stage_0.onnx"]
+
+
+def test_transformer_pipeline_and_prediction(tmp_path: Path) -> None:
+    model = tmp_path / "transformer.onnx"
+    onnx.save(transformer_model(), model)
+    placement = tmp_path / "p.json"
+    _solve_to_file(model, 2, placement)
+    assert main(["export", str(model), str(placement), "-o", str(tmp_path / "stages"), "-q"]) == 0
+    pipeline = load_pipeline(tmp_path / "stages")
+    assert all("embedding" not in stage.receives for stage in pipeline.stages)  # a weight, never sent
+    report = tmp_path / "run.json"
+    arguments = ["run", str(tmp_path / "stages"), "-m", "3", "--repeats", "2", "-o", str(report), "-q"]
+    assert main([*arguments, "--compare", str(placement)]) == 0
+    comparison = json.loads(report.read_text())["comparison"]
+    assert comparison["throughput"]["predicted_per_s"] > 0
+    assert len(comparison["stages"]) == 2
+    assert all(np.isfinite(row["relative_error"]) for row in comparison["stages"])
+
+
+def test_compare_refuses_a_placement_of_other_stages(tmp_path: Path, capsys) -> None:
+    model = LIGHT / "light_squeezenet.onnx"
+    _solve_to_file(model, 2, tmp_path / "two.json")
+    _solve_to_file(model, 3, tmp_path / "three.json")
+    assert main(["export", str(model), str(tmp_path / "two.json"), "-o", str(tmp_path / "stages"), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(tmp_path / "stages"), "--compare", str(tmp_path / "three.json")]) == 2
+    assert "not the ones exported" in capsys.readouterr().err
+
+
+def test_weights_without_their_data_file_are_materialised(tmp_path: Path) -> None:
+    model = tmp_path / "shapes_only.onnx"
+    onnx.save(
+        transformer_model(layers=1),
+        model,
+        save_as_external_data=True,
+        location="weights.bin",
+        size_threshold=0,
+    )
+    (tmp_path / "weights.bin").unlink()  # the file now carries only the weights' shapes
+    instance = partition.make_instance(model, THREE, 2)
+    result = partition.solve(instance)
+    pipeline = export_stages(model, instance, result.placement, tmp_path / "stages")
+    for stage in pipeline.stages:
+        stage_model = onnx.load(tmp_path / "stages" / stage.model_file)  # self-contained: no data file
+        assert all(not onnx.external_data_helper.uses_external_data(t) for t in stage_model.graph.initializer)
+    report = run_pipeline(tmp_path / "stages", 2)
+    assert report.outputs_match and max(report.max_abs_diff.values()) <= 1e-5
