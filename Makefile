@@ -16,8 +16,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/partition solve $(LIGHT)/light_inception_v2.onnx --cluster hetero-2h100-4a100-2l4 --stages 4 -o demo-placement.json --force
-	$(BIN)/partition evaluate $(LIGHT)/light_inception_v2.onnx --cluster hetero-2h100-4a100-2l4 demo-placement.json --quiet
+	$(BIN)/partition solve $(LIGHT)/light_resnet50.onnx --cluster hetero-2h100-4a100-2l4 --stages 4 -o demo-placement.json --force
+	$(BIN)/partition evaluate $(LIGHT)/light_resnet50.onnx --cluster hetero-2h100-4a100-2l4 demo-placement.json --quiet
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
