@@ -23,6 +23,8 @@ def exhaustive_optimum(instance: partition.Instance) -> float:
         stages = max(stage_of) + 1
         if len(set(stage_of)) != stages or any(stage_of[u] > stage_of[v] for u, v in edges):
             continue
+        if instance.options.exact_stages and stages != k:
+            continue
         for chosen in itertools.permutations(devices, stages):
             evaluation = partition.evaluate(instance, partition.Placement(stage_of, chosen))
             if evaluation.valid:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 import pytest
-from _exhaustive import exhaustive_optimum
 from conftest import random_dag_instance
+from exhaustive import exhaustive_optimum
 
 import partition
 from partition import coarsen, synthetic

@@ -17,11 +17,12 @@ from partition.cli import main
 from partition.solvers.lp_bound import lp_lower_bound
 
 
+@pytest.mark.parametrize("solver", ["cp-sat", "milp"])
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(instance=small_instances())
-def test_cp_sat_reaches_the_exhaustive_optimum(instance: partition.Instance) -> None:
+def test_global_solvers_reach_the_exhaustive_optimum(solver: str, instance: partition.Instance) -> None:
     optimum = exhaustive_optimum(instance)
-    result = partition.solve(instance, "cp-sat", threads=1)
+    result = partition.solve(instance, solver, threads=1)
     if math.isinf(optimum):
         assert result.status is partition.Status.INFEASIBLE and result.placement is None
         return

@@ -3,31 +3,13 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
-import pytest
 from conftest import LIGHT
-from exhaustive import exhaustive_optimum
-from global_cases import larger_instance, packing_infeasible_instance, small_instances
-from hypothesis import given, settings
+from global_cases import larger_instance, packing_infeasible_instance
 
 import partition
 from partition.cli import main
-
-
-@settings(max_examples=25, deadline=None, derandomize=True)
-@given(instance=small_instances())
-def test_milp_reaches_the_exhaustive_optimum(instance: partition.Instance) -> None:
-    optimum = exhaustive_optimum(instance)
-    result = partition.solve(instance, "milp", threads=1)
-    if math.isinf(optimum):
-        assert result.status is partition.Status.INFEASIBLE and result.placement is None
-        return
-    assert result.evaluation is not None and result.evaluation.valid
-    assert result.bottleneck == pytest.approx(optimum, rel=1e-6)
-    assert result.status is partition.Status.OPTIMAL
-    assert result.lower_bound <= optimum * (1 + 1e-9)
 
 
 def test_a_time_limit_is_not_reported_as_optimal() -> None:
