@@ -322,11 +322,16 @@ class Milp(Solver):
         lower_bound = lp_lower_bound(instance)
         unit = lower_bound if 0 < lower_bound < math.inf else 1.0
         start = data.warm_start()
+        built = time.perf_counter()
         try:
             with _pulp_2_api():
                 model = _Model(data, unit, data.memory_can_bind, deadline)
         except OutOfTime:
             return self._out_of_time(start, lower_bound, "while building the model")
+        # writing the model for CBC and starting it take about half the build (Inception-v1: MPS
+        # 0.64 s after a 1.19 s build, + 0.1 s for the watchdog): not worth starting with less left
+        if deadline - time.perf_counter() < time.perf_counter() - built:
+            return self._out_of_time(start, lower_bound, "after building the model")
         if start is not None:
             model.warm_start(start)
         problem = model.problem
