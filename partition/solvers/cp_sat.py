@@ -35,7 +35,9 @@ bottleneck are not broken by latency.
 
 The solve starts from the order DP's split of the graph's topological order (``AddHint``), and
 honours the time limit, thread count and seed of :class:`Settings` (one thread and a fixed seed
-give the same answer on every run that ends before the limit).
+give the same answer on every run that ends before the limit). The limit counts from the start
+of :meth:`CpSat.solve`: building the model stops at the deadline, and with less time left than
+the build took the warm start is returned without a search.
 """
 
 from __future__ import annotations

@@ -23,7 +23,10 @@ Times are divided by a unit near the optimum (the LP bound) and bytes by the lar
 so coefficients stay near 1. CBC runs as a subprocess through pulp (so it cannot clash with
 another HiGHS build in this process), warm-started with the order DP's placement, with the
 time limit, thread count and seed (``randomCbcSeed``) of :class:`Settings` and a relative gap
-tolerance of 1e-7. **pulp reports "Optimal" when a time limit stops CBC with an incumbent**, so
+tolerance of 1e-7. The time limit counts from the start of :meth:`Milp.solve`: building stops
+at the deadline, CBC is not started with less time left than the build took, and a watchdog
+kills CBC at the deadline (CBC checks its own limit only between phases); each of these returns
+the warm start. **pulp reports "Optimal" when a time limit stops CBC with an incumbent**, so
 the status comes from ``pulp.LpSolution[prob.sol_status]`` (infeasibility from
 ``prob.status``: CBC's "Integer infeasible" leaves ``sol_status`` at "No Solution Found"). The
 bound is the optimum less the gap tolerance when proven optimal, else the last "best possible"
@@ -76,7 +79,7 @@ except subprocess.TimeoutExpired:
     sys.exit(124)
 """
 _CBC_SHARE = 0.8  # CBC's own limit, of the time left when it starts: it stops cleanly if it can
-_FINISH_SECONDS = 0.15  # kept back from the deadline to read CBC's solution and decode it (measured)
+_FINISH_SECONDS = 0.15  # kept back from the deadline for pulp to return after the kill, and us with it
 
 
 class _Model:
