@@ -166,11 +166,14 @@ def stage_model_data(instance: Instance) -> StageModelData:
     return StageModelData(instance, classes, tuple(tensors), weight_users, colocate)
 
 
-def remaining(time_limit: float | None, started: float) -> float | None:
-    """What is left of ``time_limit`` after the set-up (bound, warm start, model) since ``started``."""
-    if time_limit is None:
-        return None
-    return max(time_limit - (time.perf_counter() - started), 0.05)
+class OutOfTime(Exception):
+    """The time limit ran out while a model was being built (seconds on large graphs)."""
+
+
+def check_deadline(deadline: float) -> None:
+    """Raise :class:`OutOfTime` past ``deadline`` (``perf_counter`` time)."""
+    if time.perf_counter() > deadline:
+        raise OutOfTime
 
 
 def infeasibility_note(solver: str, memory_is_the_cause: bool, data: StageModelData) -> str:

@@ -12,10 +12,14 @@ incumbent's bottleneck.
 
 The optimum is the smallest bottleneck, ties broken by the smaller sum of stage times, then by
 fewer stages. Refuses graphs above :data:`MAX_OPS` ops (the chain count grows like ``k^n``).
+A time limit stops the search: during the enumeration of candidates with no placement, during
+their evaluation with the incumbent and the floor of the first candidate not evaluated as bound.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -69,9 +73,11 @@ def _chains(ideals: list[int], full: int, stages: range) -> Iterator[list[int]]:
 
 class BruteForce(Solver):
     name = "brute-force"
-    capabilities = Capabilities(scope=Scope.GLOBAL, heterogeneous=True, max_ops=MAX_OPS)
+    capabilities = Capabilities(scope=Scope.GLOBAL, heterogeneous=True, time_limit=True, max_ops=MAX_OPS)
 
     def solve(self, instance: Instance, settings: Settings) -> Outcome:
+        limit = settings.time_limit
+        deadline = time.perf_counter() + limit if limit is not None else math.inf
         graph, cluster, options = instance.graph, instance.cluster, instance.options
         n = len(graph.ops)
         k = min(options.stages, n, len(cluster.devices))
@@ -79,14 +85,23 @@ class BruteForce(Solver):
         classes = device_classes(cluster)
         sequences = {m: list(device_sequences(classes, [range(len(classes))] * m)) for m in stages if m <= k}
         type_of = np.array(cluster.type_index)
-        chains = [
-            tuple(next(s for s in range(len(chain) - 1) if chain[s + 1] >> v & 1) for v in range(n))
-            for chain in _chains(_ideals(instance), (1 << n) - 1, stages)
-        ]
+        chains = []
+        for chain in _chains(_ideals(instance), (1 << n) - 1, stages):
+            if time.perf_counter() > deadline:
+                return Outcome(
+                    None, Status.NO_SOLUTION, 0.0, ("brute-force: time limit reached while enumerating",)
+                )
+            chains.append(
+                tuple(next(s for s in range(len(chain) - 1) if chain[s + 1] >> v & 1) for v in range(n))
+            )
         # Best first: evaluate candidates by increasing largest stage compute time (a floor on
         # the bottleneck) and stop once the floor exceeds the incumbent.
         floors, keys = [], []
         for c, stage_of in enumerate(chains):
+            if time.perf_counter() > deadline:
+                return Outcome(
+                    None, Status.NO_SOLUTION, 0.0, ("brute-force: time limit reached while enumerating",)
+                )
             m = max(stage_of) + 1
             if m not in sequences:
                 continue
@@ -100,8 +115,12 @@ class BruteForce(Solver):
         best: tuple[float, float, int] | None = None
         best_placement: Placement | None = None
         candidates = 0
+        stopped_at = None  # the floor of the first candidate left unevaluated by the time limit
         for position in order:
             if best is not None and floor_values[position] > best[0]:
+                break
+            if time.perf_counter() > deadline:
+                stopped_at = float(floor_values[position])
                 break
             c, i = keys[position]
             stage_of = chains[c]
@@ -114,6 +133,11 @@ class BruteForce(Solver):
             if best is None or score < best:
                 best, best_placement = score, placement
         settings.report(f"brute-force: evaluated {candidates} placements")
+        if stopped_at is not None:
+            note = f"brute-force: time limit reached after {candidates} of {len(order)} candidates"
+            if best is None:
+                return Outcome(None, Status.NO_SOLUTION, stopped_at, (note,))
+            return Outcome(best_placement, Status.FEASIBLE, min(best[0], stopped_at), (note,))
         if best is None:
             return Outcome(None, Status.INFEASIBLE, np.inf, ("brute-force: no valid placement exists",))
         return Outcome(

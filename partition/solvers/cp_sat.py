@@ -35,7 +35,9 @@ bottleneck are not broken by latency.
 
 The solve starts from the order DP's split of the graph's topological order (``AddHint``), and
 honours the time limit, thread count and seed of :class:`Settings` (one thread and a fixed seed
-give the same answer on every run that ends before the limit).
+give the same answer on every run that ends before the limit). The limit counts from the start
+of :meth:`CpSat.solve`: building the model stops at the deadline, and with less time left than
+the build took the warm start is returned without a search.
 """
 
 from __future__ import annotations
@@ -49,7 +51,14 @@ from ortools.sat.python import cp_model
 from ..evaluator import evaluate
 from ..instance import Instance
 from ..placement import Placement, Status
-from ._stage_model import MEMORY_TOLERANCE, StageModelData, infeasibility_note, remaining, stage_model_data
+from ._stage_model import (
+    MEMORY_TOLERANCE,
+    OutOfTime,
+    StageModelData,
+    check_deadline,
+    infeasibility_note,
+    stage_model_data,
+)
 from .base import Capabilities, Outcome, Scope, Settings, Solver
 from .lp_bound import lp_lower_bound
 
@@ -63,7 +72,16 @@ _MEMORY_STEPS = 2**30
 class _Model:
     """The CP-SAT model of one instance, with handles to decode and warm-start it."""
 
-    def __init__(self, data: StageModelData, unit: float, lower: int, upper: int, memory: bool) -> None:
+    def __init__(
+        self,
+        data: StageModelData,
+        unit: float,
+        lower: int,
+        upper: int,
+        memory: bool,
+        deadline: float = math.inf,
+    ) -> None:
+        """Raises :class:`OutOfTime` past ``deadline`` (building takes seconds on large graphs)."""
         self.data = data
         m = self.model = cp_model.CpModel()
         n, k = data.num_ops, data.num_stages
@@ -98,6 +116,7 @@ class _Model:
                 for s in range(k) for h in hosts}  # fmt: skip
 
         for u, v in data.instance.graph.edges:
+            check_deadline(deadline)
             for s in range(k - 1):
                 m.Add(sum(self.x[v][: s + 1]) <= sum(self.x[u][: s + 1]))
 
@@ -109,6 +128,7 @@ class _Model:
         compute = [m.NewIntVar(0, horizon, f"comp{s}") for s in range(k)]
         for s in range(k):
             for t in types:
+                check_deadline(deadline)
                 finite = np.isfinite(times[:, t])
                 scaled = np.floor(np.where(finite, times[:, t], 0.0) / unit).astype(np.int64)
                 m.Add(
@@ -121,6 +141,7 @@ class _Model:
         self.q: dict[tuple[int, int, int], cp_model.IntVar] = {}
         pairs = [(s, r) for s in range(k) for r in range(s + 1, k)]
         for i, tensor in enumerate(tensors):
+            check_deadline(deadline)
             for s, r in pairs:
                 q = self.q[i, s, r] = m.NewBoolVar(f"q{i}_{s}_{r}")
                 for c in tensor.consumers:
@@ -142,6 +163,7 @@ class _Model:
         send = [[] for _ in range(k)]
         recv = [[] for _ in range(k)]
         for s, r in pairs:
+            check_deadline(deadline)
             if not tensors:
                 break
             pair = m.NewIntVar(0, int(costs.max(axis=1).sum()), f"pair{s}_{r}")
@@ -155,6 +177,7 @@ class _Model:
                 ).OnlyEnforceIf(literals)
         if data.once:
             for i in range(len(tensors)):
+                check_deadline(deadline)
                 for s in range(k - 1):
                     snd = m.NewIntVar(0, int(costs[i].max()), f"snd{i}_{s}")
                     send[s].append(snd)
@@ -172,7 +195,7 @@ class _Model:
                 m.Add(self.bottleneck >= compute[s] + comm)
 
         if memory:
-            self._add_memory(pairs)
+            self._add_memory(pairs, deadline)
         m.Minimize(self.bottleneck)
 
     def _selector(self, s: int, members: list[int]) -> cp_model.IntVar:
@@ -183,11 +206,12 @@ class _Model:
         self.model.Add(sum(self.z[s][c] for c in members) == literal)
         return literal
 
-    def _add_memory(self, pairs: list[tuple[int, int]]) -> None:
+    def _add_memory(self, pairs: list[tuple[int, int]], deadline: float) -> None:
         data, m, k = self.data, self.model, self.data.num_stages
         byte_unit = max(c.memory for c in data.classes) / _MEMORY_STEPS
         working = np.ceil(data.working / byte_unit).astype(np.int64)
         for s in range(k):
+            check_deadline(deadline)
             terms = []
             for size, users in data.weight_users:
                 used = m.NewBoolVar("")
@@ -236,7 +260,7 @@ class _Model:
             )
             self.model.AddHint(q, needed)
 
-    def complete_hint(self, settings: Settings, time_limit: float | None) -> None:
+    def complete_hint(self, settings: Settings, deadline: float) -> None:
         """Extend the hint to every variable: CP-SAT repairs a partial hint slowly (no solution in
         15 s on DenseNet-121), so solve a copy with the hinted literals fixed, stopping at the
         first solution, and hint all of its values (if it found one; else keep the partial hint)."""
@@ -245,7 +269,7 @@ class _Model:
         for index, value in zip(proto.solution_hint.vars, proto.solution_hint.values, strict=True):
             fixed.Add(fixed.GetIntVarFromProtoIndex(index) == value)
         solver = cp_model.CpSolver()
-        _parameters(solver, settings, time_limit)
+        _parameters(solver, settings, deadline)
         solver.parameters.stop_after_first_solution = True
         if solver.Solve(fixed) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return
@@ -277,7 +301,8 @@ def _unit(data: StageModelData, lower_bound: float) -> float:
     return max(reference * _RESOLUTION, worst / _MAX_MODEL_VALUE, 1e-300)
 
 
-def _parameters(solver: cp_model.CpSolver, settings: Settings, time_limit: float | None) -> None:
+def _parameters(solver: cp_model.CpSolver, settings: Settings, deadline: float) -> None:
+    """Threads, seed and the time left until ``deadline`` (``perf_counter`` time; ``inf``: none)."""
     solver.parameters.num_workers = max(1, settings.threads)
     solver.parameters.random_seed = settings.seed
     # OR-Tools 9.15: the presolve step that detects included linear constraints cut off optimal
@@ -285,8 +310,8 @@ def _parameters(solver: cp_model.CpSolver, settings: Settings, time_limit: float
     # while the same model with every variable fixed to the true optimum was feasible); the
     # same workaround as google/or-tools issue #5293. Off.
     solver.parameters.presolve_inclusion_work_limit = 0
-    if time_limit is not None:
-        solver.parameters.max_time_in_seconds = max(time_limit, 0.01)
+    if math.isfinite(deadline):
+        solver.parameters.max_time_in_seconds = max(deadline - time.perf_counter(), 0.01)
 
 
 class CpSat(Solver):
@@ -295,6 +320,7 @@ class CpSat(Solver):
 
     def solve(self, instance: Instance, settings: Settings) -> Outcome:
         started = time.perf_counter()
+        deadline = started + settings.time_limit if settings.time_limit is not None else math.inf
         data = stage_model_data(instance)
         lower_bound = lp_lower_bound(instance)
         start = data.warm_start()
@@ -303,16 +329,27 @@ class CpSat(Solver):
         if start is not None:
             upper = math.ceil(evaluate(instance, start).bottleneck / unit) + 1
         lower = min(math.floor(lower_bound / unit), upper) if math.isfinite(lower_bound) else 0
-        model = _Model(data, unit, lower, upper, data.memory_can_bind)
+        built = time.perf_counter()
+        try:
+            model = _Model(data, unit, lower, upper, data.memory_can_bind, deadline)
+        except OutOfTime:
+            return self._out_of_time(start, lower_bound, "while building the model")
+        built = time.perf_counter() - built
+        # hinting and completing the hint cost about as much as the build (DenseNet-121: 0.35 +
+        # 0.5 s after 1.6 s), and a search shorter than that rarely beats the warm start
+        if start is not None and deadline - time.perf_counter() < built:
+            return self._out_of_time(start, lower_bound, "after building the model")
         if start is not None:
             model.hint(start)
-            model.complete_hint(settings, remaining(settings.time_limit, started))
+            model.complete_hint(settings, deadline)
         settings.report(
             f"cp-sat: {data.num_ops} ops, {len(data.tensors)} cut tensors, {data.num_stages} stages,"
             f" {len(data.classes)} device classes; LP bound {lower_bound:.6g} s"
         )
+        if time.perf_counter() > deadline:
+            return self._out_of_time(start, lower_bound, "before the search")
         solver = cp_model.CpSolver()
-        _parameters(solver, settings, remaining(settings.time_limit, started))
+        _parameters(solver, settings, deadline)
         status = solver.Solve(model.model)
         bound = max(lower_bound, solver.BestObjectiveBound() * unit * (1 - 1e-12))
         notes = [f"cp-sat: {solver.StatusName(status)} after {solver.WallTime():.2f} s"]
@@ -325,7 +362,9 @@ class CpSat(Solver):
             notes.append("cp-sat: the model rejects the valid warm start (memory at capacity); returning it")
             return Outcome(start, Status.FEASIBLE, lower_bound, tuple(notes))
         if status == cp_model.INFEASIBLE:
-            return Outcome(None, Status.INFEASIBLE, math.inf, (self._why_infeasible(data, settings),))
+            return Outcome(
+                None, Status.INFEASIBLE, math.inf, (self._why_infeasible(data, settings, deadline),)
+            )
         if status == cp_model.MODEL_INVALID:
             raise AssertionError(f"cp-sat built an invalid model: {model.model.Validate()}")
         if start is not None:  # nothing better found in time: the warm start is still valid
@@ -334,13 +373,24 @@ class CpSat(Solver):
         return Outcome(None, Status.NO_SOLUTION, lower_bound, tuple(notes))
 
     @staticmethod
-    def _why_infeasible(data: StageModelData, settings: Settings) -> str:
-        """Re-solve without memory: if that is feasible, memory is the reason."""
+    def _out_of_time(start: Placement | None, lower_bound: float, when: str) -> Outcome:
+        """The warm start (order DP) when the time limit ran out before the search could improve it."""
+        note = f"cp-sat: time limit reached {when}"
+        if start is None:
+            return Outcome(None, Status.NO_SOLUTION, lower_bound, (note,))
+        return Outcome(start, Status.FEASIBLE, lower_bound, (f"{note}; returning the warm start (order DP)",))
+
+    @staticmethod
+    def _why_infeasible(data: StageModelData, settings: Settings, deadline: float) -> str:
+        """Re-solve without memory (in the time left): if that is feasible, memory is the reason."""
         memory_is_the_cause = False
         if data.memory_can_bind:
-            relaxed = _Model(data, _unit(data, 0.0), 0, int(_MAX_MODEL_VALUE), memory=False)
+            try:
+                relaxed = _Model(data, _unit(data, 0.0), 0, int(_MAX_MODEL_VALUE), False, deadline)
+            except OutOfTime:
+                return infeasibility_note("cp-sat", False, data)
             solver = cp_model.CpSolver()
-            _parameters(solver, settings, settings.time_limit)
+            _parameters(solver, settings, deadline)
             solver.parameters.stop_after_first_solution = True
             memory_is_the_cause = solver.Solve(relaxed.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
         return infeasibility_note("cp-sat", memory_is_the_cause, data)

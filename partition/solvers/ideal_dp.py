@@ -217,7 +217,9 @@ def _work_weights(instance: Instance) -> np.ndarray:
     return np.vstack([np.ones(types), speed / speed.max()])
 
 
-def _tables(instance: Instance, unit_of: np.ndarray, ideals: list[int], arrays: _Graph) -> _Tables:
+def _tables(
+    instance: Instance, unit_of: np.ndarray, ideals: list[int], arrays: _Graph, clock: _Clock
+) -> _Tables:
     graph = instance.graph
     n, units = len(graph.ops), int(unit_of.max()) + 1
     working = graph.working_set
@@ -232,6 +234,7 @@ def _tables(instance: Instance, unit_of: np.ndarray, ideals: list[int], arrays: 
     nbytes = (units + 7) // 8
     packed, parts = [], {name: [] for name in ("time", "unsupported", "params", "out_b", "out_c", "fast")}
     for lo in range(0, len(ideals), _CHUNK):
+        clock.tick(lo, len(ideals))
         chunk = ideals[lo : lo + _CHUNK]
         raw = np.frombuffer(b"".join(i.to_bytes(nbytes, "little") for i in chunk), dtype=np.uint8)
         unit_bits = np.unpackbits(raw.reshape(len(chunk), nbytes), axis=1, bitorder="little")
@@ -357,19 +360,19 @@ class _OutOfTime(Exception):
 
 
 class _Clock:
-    """Raises :class:`_OutOfTime` past the deadline; reports progress every few seconds."""
+    """Raises :class:`_OutOfTime` when another step as long as the last would pass the solve's
+    deadline (one step — an ideal early in a pass, a chunk of tables — can take 0.2–0.5 s, so
+    waiting until the deadline has passed overruns it); reports progress every few seconds."""
 
-    def __init__(self, settings: Settings, what: str) -> None:
-        self.settings, self.what = settings, what
-        self.start = time.perf_counter()
-        self.deadline = self.start + settings.time_limit if settings.time_limit else np.inf
+    def __init__(self, settings: Settings, what: str, deadline: float) -> None:
+        self.settings, self.what, self.deadline = settings, what, deadline
+        self.start = self.last = time.perf_counter()
         self.next_report = self.start + 5.0
 
     def tick(self, done: int, total: int) -> None:
-        if done % 64:
-            return
         now = time.perf_counter()
-        if now > self.deadline:
+        step, self.last = now - self.last, now
+        if now + step > self.deadline:
             raise _OutOfTime(f"{self.what}: time limit reached after {done} of {total} ideals")
         if now > self.next_report:
             self.settings.report(f"{self.what}: {done}/{total} ideals, {now - self.start:.0f} s")
@@ -379,10 +382,10 @@ class _Clock:
 class _DP:
     """The tables of one instance, and the recurrence run under a cap on every stage's time."""
 
-    def __init__(self, instance: Instance, unit_of: np.ndarray, ideals: list[int]) -> None:
+    def __init__(self, instance: Instance, unit_of: np.ndarray, ideals: list[int], clock: _Clock) -> None:
         self.instance = instance
         self.arrays = _graph_arrays(instance)
-        self.tables = _tables(instance, unit_of, ideals, self.arrays)
+        self.tables = _tables(instance, unit_of, ideals, self.arrays, clock)
         self.lattice = _lattice(instance)
         self.memory = np.array([instance.cluster.device_types[t].memory for t in instance.cluster.type_names])
         self.full = len(ideals) - 1
@@ -593,6 +596,8 @@ class IdealDP(Solver):
     capabilities = Capabilities(scope=Scope.GLOBAL, heterogeneous=True, time_limit=True)
 
     def solve(self, instance: Instance, settings: Settings) -> Outcome:
+        limit = settings.time_limit
+        deadline = time.perf_counter() + limit if limit is not None else np.inf
         enumerated = _enumerate(instance, IDEAL_LIMIT)
         if enumerated is None:
             raise SolverError(
@@ -601,10 +606,13 @@ class IdealDP(Solver):
             )
         unit_of, ideals = enumerated
         settings.report(f"ideal-dp: {len(ideals)} ideals over {int(unit_of.max()) + 1} units")
-        dp = _DP(instance, unit_of, ideals)
         best = None
         for incumbent in _incumbents(instance, settings):
             best = _better(best, incumbent)
+        try:
+            dp = _DP(instance, unit_of, ideals, _Clock(settings, "ideal-dp tables", deadline))
+        except _OutOfTime as stop:
+            return self._out_of_time(best, stop)
         cap = best[2].bottleneck * (1 + _TOLERANCE) if best else np.inf
         finals, floor = dp.finals(), _links(instance, dp.lattice, slowest=False)
         ceiling = _links(instance, dp.lattice, slowest=True)
@@ -614,11 +622,9 @@ class IdealDP(Solver):
                 (np.maximum, ceiling)
             )  # charging the slowest links: no bound, maybe a better placement
         try:
-            runs = dp.run(cap, _Clock(settings, "ideal-dp pass 1"), tracks)
+            runs = dp.run(cap, _Clock(settings, "ideal-dp pass 1", deadline), tracks)
         except _OutOfTime as stop:
-            if best is None:
-                return Outcome(None, Status.NO_SOLUTION, 0.0, (str(stop),))
-            return Outcome(best[1], Status.FEASIBLE, 0.0, (f"{stop}; returning the {best[0]} placement",))
+            return self._out_of_time(best, stop)
         values, parent, parent_vector = runs[0]
         value = float(values[dp.full, finals].min()) if len(finals) else np.inf
         if not np.isfinite(value):
@@ -636,9 +642,9 @@ class IdealDP(Solver):
             )
         vector = int(finals[np.argmin(values[dp.full, finals])])
         try:  # tie-break by the sum of stage times, then fewer stages
-            ((sums, parent, parent_vector),) = dp.run(
-                value * (1 + _TOLERANCE) + 1e-300, _Clock(settings, "ideal-dp pass 2"), [(np.add, floor)]
-            )
+            clock = _Clock(settings, "ideal-dp pass 2", deadline)
+            tie_cap = value * (1 + _TOLERANCE) + 1e-300
+            ((sums, parent, parent_vector),) = dp.run(tie_cap, clock, [(np.add, floor)])
             vector = int(min(finals, key=lambda c: (sums[dp.full, c], dp.lattice.used[c])))
         except _OutOfTime:
             pass
@@ -653,3 +659,10 @@ class IdealDP(Solver):
         if best[2].bottleneck <= value * (1 + _TOLERANCE):  # equal up to rounding: proven optimal
             return Outcome(best[1], Status.OPTIMAL, min(value, best[2].bottleneck), tuple(notes))
         return Outcome(best[1], Status.FEASIBLE, value, tuple(notes))
+
+    @staticmethod
+    def _out_of_time(best: tuple[str, Placement, Evaluation] | None, stop: _OutOfTime) -> Outcome:
+        """The best heuristic placement when the time limit stops the DP (no bound of its own)."""
+        if best is None:
+            return Outcome(None, Status.NO_SOLUTION, 0.0, (str(stop),))
+        return Outcome(best[1], Status.FEASIBLE, 0.0, (f"{stop}; returning the {best[0]} placement",))

@@ -23,7 +23,10 @@ Times are divided by a unit near the optimum (the LP bound) and bytes by the lar
 so coefficients stay near 1. CBC runs as a subprocess through pulp (so it cannot clash with
 another HiGHS build in this process), warm-started with the order DP's placement, with the
 time limit, thread count and seed (``randomCbcSeed``) of :class:`Settings` and a relative gap
-tolerance of 1e-7. **pulp reports "Optimal" when a time limit stops CBC with an incumbent**, so
+tolerance of 1e-7. The time limit counts from the start of :meth:`Milp.solve`: building stops
+at the deadline, CBC is not started with less time left than the build took, and a watchdog
+kills CBC at the deadline (CBC checks its own limit only between phases); each of these returns
+the warm start. **pulp reports "Optimal" when a time limit stops CBC with an incumbent**, so
 the status comes from ``pulp.LpSolution[prob.sol_status]`` (infeasibility from
 ``prob.status``: CBC's "Integer infeasible" leaves ``sol_status`` at "No Solution Found"). The
 bound is the optimum less the gap tolerance when proven optimal, else the last "best possible"
@@ -35,6 +38,8 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
+import sys
 import tempfile
 import time
 import warnings
@@ -48,7 +53,14 @@ import pulp
 from ..evaluator import evaluate
 from ..instance import Instance
 from ..placement import Placement, Status
-from ._stage_model import MEMORY_TOLERANCE, StageModelData, infeasibility_note, remaining, stage_model_data
+from ._stage_model import (
+    MEMORY_TOLERANCE,
+    OutOfTime,
+    StageModelData,
+    check_deadline,
+    infeasibility_note,
+    stage_model_data,
+)
 from .base import Capabilities, Outcome, Scope, Settings, Solver
 from .lp_bound import lp_lower_bound
 
@@ -57,12 +69,24 @@ _BOUND_SAFETY = 1e-6
 # CBC's progress lines end with "best possible <bound>" (8 significant digits); its final
 # "Lower bound:" line keeps only 4, too coarse to use.
 _CBC_BOUND = re.compile(r"best possible (-?[0-9.]+(?:[eE][-+]?[0-9]+)?)")
+# CBC checks its time limit only between phases: on DenseNet/Inception-sized models the root LP
+# alone takes 20 s and the MIP start another 15 s past a 2.5 s limit. So CBC runs under this
+# watchdog, which kills it at the caller's deadline (argv: deadline as epoch seconds, command).
+_WATCHDOG = """import subprocess, sys, time
+try:
+    sys.exit(subprocess.run(sys.argv[2:], timeout=max(float(sys.argv[1]) - time.time(), 0)).returncode)
+except subprocess.TimeoutExpired:
+    sys.exit(124)
+"""
+_CBC_SHARE = 0.8  # CBC's own limit, of the time left when it starts: it stops cleanly if it can
+_FINISH_SECONDS = 0.15  # kept back from the deadline for pulp to return after the kill, and us with it
 
 
 class _Model:
     """The MILP of one instance, in scaled units, with handles to decode and warm-start it."""
 
-    def __init__(self, data: StageModelData, unit: float, memory: bool) -> None:
+    def __init__(self, data: StageModelData, unit: float, memory: bool, deadline: float = math.inf) -> None:
+        """Raises :class:`OutOfTime` past ``deadline`` (building takes seconds on large graphs)."""
         self.data = data
         p = self.problem = pulp.LpProblem("partition", pulp.LpMinimize)
         n, k = data.num_ops, data.num_stages
@@ -93,6 +117,7 @@ class _Model:
         np.add.at(item_times, representative, times)  # a colocation group runs as one item
         self.x: dict[tuple[int, int, int], pulp.LpVariable] = {}
         for v in leaders:
+            check_deadline(deadline)
             own = []
             for s in range(k):
                 for t in types:
@@ -115,6 +140,7 @@ class _Model:
         for c, cls in enumerate(classes):
             p += pulp.lpSum(self.z[s][c] for s in range(k)) <= len(cls.devices)
         for u, v in data.instance.graph.edges:
+            check_deadline(deadline)
             if representative[u] != representative[v]:
                 for s in range(k - 1):
                     p += pulp.lpSum(on[v][: s + 1]) <= pulp.lpSum(on[u][: s + 1])
@@ -129,6 +155,7 @@ class _Model:
         pairs = [(s, r) for s in range(k) for r in range(s + 1, k)]
         q: dict[tuple[int, int, int], pulp.LpVariable] = {}
         for i, tensor in enumerate(tensors):
+            check_deadline(deadline)
             for s, r in pairs:
                 q[i, s, r] = nonneg("q", 1)
                 for c in tensor.consumers:
@@ -150,6 +177,7 @@ class _Model:
         send: list[list] = [[] for _ in range(k)]
         recv: list[list] = [[] for _ in range(k)]
         for s, r in pairs:
+            check_deadline(deadline)
             if not tensors:
                 break
             pair = nonneg("pair")
@@ -166,6 +194,7 @@ class _Model:
                 )
         if data.once:
             for i in range(len(tensors)):
+                check_deadline(deadline)
                 for s in range(k - 1):
                     snd = nonneg("snd")
                     send[s].append(snd)
@@ -183,13 +212,14 @@ class _Model:
             else:
                 p += self.bottleneck >= pulp.lpSum(compute[s]) + comm
         if memory:
-            self._add_memory(pairs, nonneg)
+            self._add_memory(pairs, nonneg, deadline)
         p += self.bottleneck
 
-    def _add_memory(self, pairs: list[tuple[int, int]], nonneg) -> None:
+    def _add_memory(self, pairs: list[tuple[int, int]], nonneg, deadline: float) -> None:
         data, p, on = self.data, self.problem, self.on
         scale = max(c.memory for c in data.classes)
         for s in range(data.num_stages):
+            check_deadline(deadline)
             terms = []
             for size, users in data.weight_users:
                 used = nonneg("wu", 1)
@@ -197,6 +227,7 @@ class _Model:
                     p += used >= on[v][s]
                 terms.append(size / scale * used)
             for i, tensor in enumerate(data.tensors):
+                check_deadline(deadline)
                 outgoing = [self.q[i, a, b] for a, b in pairs if a == s]
                 if outgoing:
                     sent = nonneg("sent", 1)
@@ -235,18 +266,37 @@ class _Model:
 
 
 def _solve_with_cbc(
-    problem: pulp.LpProblem, settings: Settings, time_limit: float | None, log: Path, warm: bool
-) -> None:
+    problem: pulp.LpProblem, settings: Settings, deadline: float, folder: Path, warm: bool
+) -> bool:
+    """Run CBC until ``deadline`` (``perf_counter`` time; ``inf``: no limit); its log goes to
+    ``folder/cbc.log``. False when the watchdog had to kill it (no solution was read)."""
+    left = deadline - time.perf_counter()
     command = pulp.PULP_CBC_CMD(
         msg=False,
-        timeLimit=time_limit,
+        timeLimit=max(left * _CBC_SHARE, 0.05) if math.isfinite(left) else None,
         threads=max(1, settings.threads),
         gapRel=_GAP,
         warmStart=warm,
-        logPath=str(log),
+        logPath=str(folder / "cbc.log"),
         options=[f"randomCbcSeed {settings.seed}"] if settings.seed > 0 else [],
     )
-    problem.solve(command)
+    command.tmpDir = str(folder)  # files of a killed run go with the folder
+    if math.isfinite(left):
+        wrapper = folder / "cbc-watchdog"
+        stop = time.time() + left - _FINISH_SECONDS
+        wrapper.write_text(
+            f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c {shlex.quote(_WATCHDOG)} {stop!r}"
+            f' {shlex.quote(command.path)} "$@"\n'
+        )
+        wrapper.chmod(0o700)
+        command.path = str(wrapper)
+    try:
+        problem.solve(command)
+    except pulp.PulpSolverError:
+        if time.perf_counter() < deadline - _FINISH_SECONDS:
+            raise  # CBC failed on its own
+        return False
+    return True
 
 
 @contextmanager
@@ -270,12 +320,21 @@ class Milp(Solver):
 
     def solve(self, instance: Instance, settings: Settings) -> Outcome:
         started = time.perf_counter()
+        deadline = started + settings.time_limit if settings.time_limit is not None else math.inf
         data = stage_model_data(instance)
         lower_bound = lp_lower_bound(instance)
         unit = lower_bound if 0 < lower_bound < math.inf else 1.0
         start = data.warm_start()
-        with _pulp_2_api():
-            model = _Model(data, unit, data.memory_can_bind)
+        built = time.perf_counter()
+        try:
+            with _pulp_2_api():
+                model = _Model(data, unit, data.memory_can_bind, deadline)
+        except OutOfTime:
+            return self._out_of_time(start, lower_bound, "while building the model")
+        # writing the model for CBC and starting it take about half the build (Inception-v1: MPS
+        # 0.64 s after a 1.19 s build, + 0.1 s for the watchdog): not worth starting with less left
+        if deadline - time.perf_counter() < time.perf_counter() - built:
+            return self._out_of_time(start, lower_bound, "after building the model")
         if start is not None:
             model.warm_start(start)
         problem = model.problem
@@ -284,11 +343,11 @@ class Milp(Solver):
             f" LP bound {lower_bound:.6g} s"
         )
         with tempfile.TemporaryDirectory() as folder, _pulp_2_api():
+            finished = _solve_with_cbc(problem, settings, deadline, Path(folder), start is not None)
             log = Path(folder) / "cbc.log"
-            _solve_with_cbc(
-                problem, settings, remaining(settings.time_limit, started), log, start is not None
-            )
             text = log.read_text(errors="replace") if log.exists() else ""
+        if not finished:
+            return self._out_of_time(start, lower_bound, "before CBC reported (stopped by the watchdog)")
         solution = pulp.LpSolution[problem.sol_status]
         notes = [f"milp (CBC): {solution}"]
         if problem.sol_status == pulp.LpSolutionOptimal:  # optimal within the gap tolerance
@@ -302,7 +361,9 @@ class Milp(Solver):
             if start is not None:  # contradicts a valid placement: only numerics can do that
                 notes.append("milp: CBC reports infeasible, yet the warm start is valid; returning it")
                 return Outcome(start, Status.FEASIBLE, lower_bound, tuple(notes))
-            return Outcome(None, Status.INFEASIBLE, math.inf, (self._why_infeasible(data, settings),))
+            return Outcome(
+                None, Status.INFEASIBLE, math.inf, (self._why_infeasible(data, settings, deadline),)
+            )
         if problem.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
             placement = model.decode()
             if (
@@ -318,16 +379,25 @@ class Milp(Solver):
         return Outcome(None, Status.NO_SOLUTION, bound, tuple(notes))
 
     @staticmethod
-    def _why_infeasible(data: StageModelData, settings: Settings) -> str:
-        """Re-solve without memory: if that is feasible, memory is the reason."""
+    def _out_of_time(start: Placement | None, lower_bound: float, when: str) -> Outcome:
+        """The warm start (order DP) when the time limit ran out before CBC could improve it."""
+        note = f"milp: time limit reached {when}"
+        if start is None:
+            return Outcome(None, Status.NO_SOLUTION, lower_bound, (note,))
+        return Outcome(start, Status.FEASIBLE, lower_bound, (f"{note}; returning the warm start (order DP)",))
+
+    @staticmethod
+    def _why_infeasible(data: StageModelData, settings: Settings, deadline: float) -> str:
+        """Re-solve without memory (in the time left): if that is feasible, memory is the reason."""
         memory_is_the_cause = False
         if data.memory_can_bind:
-            with _pulp_2_api():
-                relaxed = _Model(data, 1.0, memory=False)
-            with tempfile.TemporaryDirectory() as folder, _pulp_2_api():
-                _solve_with_cbc(
-                    relaxed.problem, settings, settings.time_limit, Path(folder) / "cbc.log", False
-                )
+            try:
+                with _pulp_2_api():
+                    relaxed = _Model(data, 1.0, memory=False, deadline=deadline)
+                with tempfile.TemporaryDirectory() as folder, _pulp_2_api():
+                    _solve_with_cbc(relaxed.problem, settings, deadline, Path(folder), False)
+            except OutOfTime:
+                return infeasibility_note("milp", False, data)
             memory_is_the_cause = relaxed.problem.sol_status in (
                 pulp.LpSolutionOptimal,
                 pulp.LpSolutionIntegerFeasible,
