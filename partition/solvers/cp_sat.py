@@ -22,7 +22,8 @@ Variables (``s, s'`` stages with ``s < s'``, ``c`` device classes of
   Σ_{s''} q[i,s'',s]) + ws[s] ≤ Σ_c M_c z[s,c]`` with ``wu`` (weight used on ``s``), ``sent``
   (tensor leaves ``s``) and ``ws[s] ≥ working(v) x[v,s]``.
 - Objective: minimise ``B ≥ comp[s] + send[s] + recv[s]`` (with overlap, ``B ≥ comp[s]`` and
-  ``B ≥ send[s] + recv[s]``); ``B`` starts at the LP lower bound of :mod:`.lp_bound`.
+  ``B ≥ send[s] + recv[s]``); ``B`` starts at the larger of the LP lower bound of :mod:`.lp_bound` and
+  :func:`partition.aggregate_bound.aggregate_lower_bound` (both valid for the true optimum).
 
 Every derived variable only has lower bounds, which is exact for a minimisation: at an optimum
 they take their defining values. Times are integers in units chosen from the data (about
@@ -46,6 +47,7 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
+from ..aggregate_bound import aggregate_lower_bound
 from ..evaluator import evaluate
 from ..instance import Instance
 from ..placement import Placement, Status
@@ -296,7 +298,7 @@ class CpSat(Solver):
     def solve(self, instance: Instance, settings: Settings) -> Outcome:
         started = time.perf_counter()
         data = stage_model_data(instance)
-        lower_bound = lp_lower_bound(instance)
+        lower_bound = max(lp_lower_bound(instance), aggregate_lower_bound(instance))
         start = data.warm_start()
         unit = _unit(data, lower_bound)
         upper = int(_MAX_MODEL_VALUE)
