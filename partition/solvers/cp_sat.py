@@ -34,9 +34,10 @@ of the largest capacity / 2**30, are rounded up (memory is never underestimated;
 within that many units per term of a device's capacity may be rejected). Ties in the
 bottleneck are not broken by latency.
 
-The solve starts from the order DP's split of the graph's topological order (``AddHint``), and
-honours the time limit, thread count and seed of :class:`Settings` (one thread and a fixed seed
-give the same answer on every run that ends before the limit).
+The solve starts from the best of the order DP's split of the graph's topological order and the
+balanced-time and uniform baselines (``AddHint``), and honours the time limit, thread count and
+seed of :class:`Settings` (one thread and a fixed seed give the same answer on every run that
+ends before the limit).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from ..instance import Instance
 from ..placement import Placement, Status
 from ._stage_model import MEMORY_TOLERANCE, StageModelData, infeasibility_note, remaining, stage_model_data
 from .base import Capabilities, Outcome, Scope, Settings, Solver
+from .ideal_dp import incumbents
 from .lp_bound import lp_lower_bound
 
 # Model time unit = lower bound × this, so the optimum is ~1e8 units; memory is counted in units
@@ -299,7 +301,10 @@ class CpSat(Solver):
         started = time.perf_counter()
         data = stage_model_data(instance)
         lower_bound = max(lp_lower_bound(instance), aggregate_lower_bound(instance))
-        start = data.warm_start()
+        # The best of the order DP's split and the balanced-time and uniform baselines: a hint no
+        # worse than any baseline, and a tighter upper end for B.
+        best = min(incumbents(instance, settings), key=lambda found: found[2].bottleneck, default=None)
+        start = None if best is None else best[1]
         unit = _unit(data, lower_bound)
         upper = int(_MAX_MODEL_VALUE)
         if start is not None:
@@ -331,7 +336,7 @@ class CpSat(Solver):
         if status == cp_model.MODEL_INVALID:
             raise AssertionError(f"cp-sat built an invalid model: {model.model.Validate()}")
         if start is not None:  # nothing better found in time: the warm start is still valid
-            notes.append("cp-sat: returning the warm start (order DP)")
+            notes.append("cp-sat: returning the warm start (best of order DP and baselines)")
             return Outcome(start, Status.FEASIBLE, lower_bound, tuple(notes))
         return Outcome(None, Status.NO_SOLUTION, lower_bound, tuple(notes))
 

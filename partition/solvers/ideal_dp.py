@@ -568,7 +568,7 @@ def _choose_devices(
     return None if best is None else (best[0], best[1])
 
 
-def _incumbents(instance: Instance, settings: Settings) -> list[tuple[str, Placement, Evaluation]]:
+def incumbents(instance: Instance, settings: Settings) -> list[tuple[str, Placement, Evaluation]]:
     """Valid placements of the order DP and the balanced-time and uniform baselines."""
     found = []
     order, _ = split_order(instance, np.arange(len(instance.graph.ops)))
@@ -603,7 +603,7 @@ class IdealDP(Solver):
         settings.report(f"ideal-dp: {len(ideals)} ideals over {int(unit_of.max()) + 1} units")
         dp = _DP(instance, unit_of, ideals)
         best = None
-        for incumbent in _incumbents(instance, settings):
+        for incumbent in incumbents(instance, settings):
             best = _better(best, incumbent)
         cap = best[2].bottleneck * (1 + _TOLERANCE) if best else np.inf
         finals, floor = dp.finals(), _links(instance, dp.lattice, slowest=False)
