@@ -16,8 +16,11 @@ Why it is built this way:
   means (ratios compose multiplicatively; the arithmetic mean would favour a solver that is
   bad on a few instances and good on many), over the instances both sides solved, with the
   count shown.
-- **Inputs are paths, directories, globs or ready instances**, so importers (e.g. of peer
-  data) can hand :class:`~partition.instance.Instance` objects straight to :func:`collect`.
+- **Inputs are paths, directories, globs, peer profiles or ready instances**, so importers
+  (e.g. of peer data) can hand :class:`~partition.instance.Instance` objects straight to
+  :func:`collect`, and a peer profile is named on the command line as
+  ``FORMAT:PROFILE@CLUSTER:K[,K...]`` and imported at run time (the measured peer data stays
+  outside the repository; see :func:`peer_instances`).
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ from typing import Any
 
 from .api import solve
 from .errors import InputError, PartitionError, SolverError
-from .instance import Instance, load_instance
+from .importers import FORMATS, import_instance
+from .instance import Instance, Options, load_instance
 from .jsonio import dumps, write_atomic
 from .solvers import solver_names
 
@@ -146,6 +150,39 @@ def _expand(source: str | Path) -> list[Path]:
     return [path]
 
 
+def _is_peer_spec(text: str) -> bool:
+    return text.split(":", 1)[0] in FORMATS and ":" in text and not Path(text).exists()
+
+
+def peer_instances(spec: str) -> list[Instance]:
+    """Instances from ``FORMAT:PROFILE@CLUSTER:K[,K...]``: a peer profile imported on a cluster
+    (file or bundled name) at each K (at most K stages), named ``<graph>.<cluster>.k<K>`` like the
+    files of ``instances/v1``. The format's default options apply (a single-type profile takes
+    the cluster's only device type)."""
+    fmt, _, rest = spec.partition(":")
+    profile, at, target = rest.rpartition("@")
+    cluster, colon, ks = target.rpartition(":")
+    try:
+        stages = [int(k.strip().removeprefix("k")) for k in ks.split(",")] if colon else []
+    except ValueError:
+        stages = []
+    if not (at and profile and cluster and stages):
+        raise InputError(
+            f"{spec}: a peer profile is FORMAT:PROFILE@CLUSTER:K[,K...]"
+            ", e.g. pipedream:graph.txt@homo-4a100:4"
+        )
+    instances = []
+    for k in stages:
+        instance = import_instance(fmt, profile, cluster, Options(stages=k))
+        name = f"{instance.graph.name}.{instance.cluster.name}.k{k}"
+        instances.append(
+            Instance(
+                name, instance.graph, instance.cluster, instance.costs, instance.options, instance.source
+            )
+        )
+    return instances
+
+
 def collect(sources: Iterable[str | Path | Instance]) -> list[Entry]:
     """Instances from files, directories (searched recursively), glob patterns or objects.
 
@@ -157,6 +194,10 @@ def collect(sources: Iterable[str | Path | Instance]) -> list[Entry]:
     for source in sources:
         if isinstance(source, Instance):
             loaded = [(source, f"<object {source.name}>")]
+        elif isinstance(source, str) and _is_peer_spec(source):
+            loaded = [
+                (instance, f"{source} (k={instance.options.stages})") for instance in peer_instances(source)
+            ]
         else:
             loaded = [(load_instance(p), str(p)) for p in _expand(source)]
         for instance, origin in loaded:

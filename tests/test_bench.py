@@ -185,3 +185,28 @@ def test_run_job_leaves_the_calling_process_as_it_found_it() -> None:
     assert row.status in ("optimal", "feasible") and row.bottleneck_s > 0
     assert resource.getrlimit(resource.RLIMIT_CPU) == limits and signal.getsignal(signal.SIGALRM) is handler
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_peer_profiles_are_imported_at_run_time(tmp_path: Path) -> None:
+    shared = Path(__file__).resolve().parents[1].parent / "shared"
+    profile = shared / "peers/pipedream/profiler/image_classification/profiles/alexnet/graph.txt"
+    if not profile.is_file():
+        pytest.skip("../shared/peers is absent")
+    entries = bench.collect([f"pipedream:{profile}@homo-4a100:2,k3"])
+    assert [e.label for e in entries] == [
+        "pipedream-alexnet.homo-4a100.k2",
+        "pipedream-alexnet.homo-4a100.k3",
+    ]
+    assert [e.instance.options.stages for e in entries] == [2, 3]
+    assert entries[0].instance.source["format"] == "pipedream"
+    out = tmp_path / "out"
+    assert (
+        main(["bench", f"pipedream:{profile}@homo-4a100:2", "--solvers", "order-dp", "-o", str(out), "-q"])
+        == 0
+    )
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert [r["instance"] for r in rows] == ["pipedream-alexnet.homo-4a100.k2"] and rows[0][
+        "bottleneck_s"
+    ] > 0
+    with pytest.raises(partition.PartitionError, match="FORMAT:PROFILE@CLUSTER"):
+        bench.collect([f"pipedream:{profile}"])

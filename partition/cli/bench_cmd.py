@@ -26,7 +26,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
         nargs="*",
         metavar="INSTANCE",
         help="instance files (.json or .json.gz), directories (searched recursively), glob"
-        f" patterns, or @LIST (a file of such arguments, one a line) (default: ./{DEFAULT_INSTANCES}/)",
+        " patterns, peer profiles imported at run time as FORMAT:PROFILE@CLUSTER:K[,K...]"
+        " (e.g. pipedream:graph.txt@homo-4a100:4,8), or @LIST (a file of such arguments, one a"
+        f" line) (default: ./{DEFAULT_INSTANCES}/)",
     )
     parser.add_argument(
         "--solvers",

@@ -22,7 +22,8 @@ Variables (``s, s'`` stages with ``s < s'``, ``c`` device classes of
   Σ_{s''} q[i,s'',s]) + ws[s] ≤ Σ_c M_c z[s,c]`` with ``wu`` (weight used on ``s``), ``sent``
   (tensor leaves ``s``) and ``ws[s] ≥ working(v) x[v,s]``.
 - Objective: minimise ``B ≥ comp[s] + send[s] + recv[s]`` (with overlap, ``B ≥ comp[s]`` and
-  ``B ≥ send[s] + recv[s]``); ``B`` starts at the LP lower bound of :mod:`.lp_bound`.
+  ``B ≥ send[s] + recv[s]``); ``B`` starts at the larger of the LP lower bound of :mod:`.lp_bound` and
+  :func:`partition.aggregate_bound.aggregate_lower_bound` (both valid for the true optimum).
 
 Every derived variable only has lower bounds, which is exact for a minimisation: at an optimum
 they take their defining values. Times are integers in units chosen from the data (about
@@ -33,11 +34,12 @@ of the largest capacity / 2**30, are rounded up (memory is never underestimated;
 within that many units per term of a device's capacity may be rejected). Ties in the
 bottleneck are not broken by latency.
 
-The solve starts from the order DP's split of the graph's topological order (``AddHint``), and
-honours the time limit, thread count and seed of :class:`Settings` (one thread and a fixed seed
-give the same answer on every run that ends before the limit). The limit counts from the start
-of :meth:`CpSat.solve`: building the model stops at the deadline, and with less time left than
-the build took the warm start is returned without a search.
+The solve starts from the best of the order DP's split of the graph's topological order and the
+balanced-time and uniform baselines (``AddHint``), and honours the time limit, thread count and
+seed of :class:`Settings` (one thread and a fixed seed give the same answer on every run that
+ends before the limit). The limit counts from the start of :meth:`CpSat.solve`: building the
+model stops at the deadline, and with less time left than the build took the warm start is
+returned without a search.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
+from ..aggregate_bound import aggregate_lower_bound
 from ..evaluator import evaluate
 from ..instance import Instance
 from ..placement import Placement, Status
@@ -60,6 +63,7 @@ from ._stage_model import (
     stage_model_data,
 )
 from .base import Capabilities, Outcome, Scope, Settings, Solver
+from .ideal_dp import incumbents
 from .lp_bound import lp_lower_bound
 
 # Model time unit = lower bound × this, so the optimum is ~1e8 units; memory is counted in units
@@ -322,8 +326,11 @@ class CpSat(Solver):
         started = time.perf_counter()
         deadline = started + settings.time_limit if settings.time_limit is not None else math.inf
         data = stage_model_data(instance)
-        lower_bound = lp_lower_bound(instance)
-        start = data.warm_start()
+        lower_bound = max(lp_lower_bound(instance), aggregate_lower_bound(instance))
+        # The best of the order DP's split and the balanced-time and uniform baselines: a hint no
+        # worse than any baseline, and a tighter upper end for B.
+        best = min(incumbents(instance, settings), key=lambda found: found[2].bottleneck, default=None)
+        start = None if best is None else best[1]
         unit = _unit(data, lower_bound)
         upper = int(_MAX_MODEL_VALUE)
         if start is not None:
@@ -368,17 +375,17 @@ class CpSat(Solver):
         if status == cp_model.MODEL_INVALID:
             raise AssertionError(f"cp-sat built an invalid model: {model.model.Validate()}")
         if start is not None:  # nothing better found in time: the warm start is still valid
-            notes.append("cp-sat: returning the warm start (order DP)")
+            notes.append("cp-sat: returning the warm start (best of order DP and baselines)")
             return Outcome(start, Status.FEASIBLE, lower_bound, tuple(notes))
         return Outcome(None, Status.NO_SOLUTION, lower_bound, tuple(notes))
 
     @staticmethod
     def _out_of_time(start: Placement | None, lower_bound: float, when: str) -> Outcome:
-        """The warm start (order DP) when the time limit ran out before the search could improve it."""
+        """The warm start when the time limit ran out before the search could improve it."""
         note = f"cp-sat: time limit reached {when}"
         if start is None:
             return Outcome(None, Status.NO_SOLUTION, lower_bound, (note,))
-        return Outcome(start, Status.FEASIBLE, lower_bound, (f"{note}; returning the warm start (order DP)",))
+        return Outcome(start, Status.FEASIBLE, lower_bound, (f"{note}; returning the warm start",))
 
     @staticmethod
     def _why_infeasible(data: StageModelData, settings: Settings, deadline: float) -> str:

@@ -571,7 +571,7 @@ def _choose_devices(
     return None if best is None else (best[0], best[1])
 
 
-def _incumbents(instance: Instance, settings: Settings) -> list[tuple[str, Placement, Evaluation]]:
+def incumbents(instance: Instance, settings: Settings) -> list[tuple[str, Placement, Evaluation]]:
     """Valid placements of the order DP and the balanced-time and uniform baselines."""
     found = []
     order, _ = split_order(instance, np.arange(len(instance.graph.ops)))
@@ -607,7 +607,7 @@ class IdealDP(Solver):
         unit_of, ideals = enumerated
         settings.report(f"ideal-dp: {len(ideals)} ideals over {int(unit_of.max()) + 1} units")
         best = None
-        for incumbent in _incumbents(instance, settings):
+        for incumbent in incumbents(instance, settings):
             best = _better(best, incumbent)
         try:
             dp = _DP(instance, unit_of, ideals, _Clock(settings, "ideal-dp tables", deadline))
