@@ -25,7 +25,8 @@ import numpy as np
 
 from ..devices import LinkType
 from ..instance import CommMode, Instance
-from ..placement import Placement
+from ..placement import Placement, Status
+from .base import Outcome
 from .order_dp import split_order
 
 # The evaluator accepts memory up to capacity × (1 + 1e-9); models use the same slack.
@@ -164,6 +165,14 @@ def stage_model_data(instance: Instance) -> StageModelData:
         tuple(graph.index[op_id] for op_id in group) for group in instance.options.colocate if len(group) > 1
     )
     return StageModelData(instance, classes, tuple(tensors), weight_users, colocate)
+
+
+def out_of_time(solver: str, start: Placement | None, lower_bound: float, when: str) -> Outcome:
+    """The warm start when the time limit ran out before the solver could improve on it."""
+    note = f"{solver}: time limit reached {when}"
+    if start is None:
+        return Outcome(None, Status.NO_SOLUTION, lower_bound, (note,))
+    return Outcome(start, Status.FEASIBLE, lower_bound, (f"{note}; returning the warm start",))
 
 
 class OutOfTime(Exception):

@@ -60,6 +60,7 @@ from ._stage_model import (
     StageModelData,
     check_deadline,
     infeasibility_note,
+    out_of_time,
     stage_model_data,
 )
 from .base import Capabilities, Outcome, Scope, Settings, Solver
@@ -340,12 +341,12 @@ class CpSat(Solver):
         try:
             model = _Model(data, unit, lower, upper, data.memory_can_bind, deadline)
         except OutOfTime:
-            return self._out_of_time(start, lower_bound, "while building the model")
+            return out_of_time("cp-sat", start, lower_bound, "while building the model")
         built = time.perf_counter() - built
         # hinting and completing the hint cost about as much as the build (DenseNet-121: 0.35 +
         # 0.5 s after 1.6 s), and a search shorter than that rarely beats the warm start
         if start is not None and deadline - time.perf_counter() < built:
-            return self._out_of_time(start, lower_bound, "after building the model")
+            return out_of_time("cp-sat", start, lower_bound, "after building the model")
         if start is not None:
             model.hint(start)
             model.complete_hint(settings, deadline)
@@ -354,7 +355,7 @@ class CpSat(Solver):
             f" {len(data.classes)} device classes; LP bound {lower_bound:.6g} s"
         )
         if time.perf_counter() > deadline:
-            return self._out_of_time(start, lower_bound, "before the search")
+            return out_of_time("cp-sat", start, lower_bound, "before the search")
         solver = cp_model.CpSolver()
         _parameters(solver, settings, deadline)
         status = solver.Solve(model.model)
@@ -378,14 +379,6 @@ class CpSat(Solver):
             notes.append("cp-sat: returning the warm start (best of order DP and baselines)")
             return Outcome(start, Status.FEASIBLE, lower_bound, tuple(notes))
         return Outcome(None, Status.NO_SOLUTION, lower_bound, tuple(notes))
-
-    @staticmethod
-    def _out_of_time(start: Placement | None, lower_bound: float, when: str) -> Outcome:
-        """The warm start when the time limit ran out before the search could improve it."""
-        note = f"cp-sat: time limit reached {when}"
-        if start is None:
-            return Outcome(None, Status.NO_SOLUTION, lower_bound, (note,))
-        return Outcome(start, Status.FEASIBLE, lower_bound, (f"{note}; returning the warm start",))
 
     @staticmethod
     def _why_infeasible(data: StageModelData, settings: Settings, deadline: float) -> str:

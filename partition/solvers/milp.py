@@ -59,6 +59,7 @@ from ._stage_model import (
     StageModelData,
     check_deadline,
     infeasibility_note,
+    out_of_time,
     stage_model_data,
 )
 from .base import Capabilities, Outcome, Scope, Settings, Solver
@@ -330,11 +331,11 @@ class Milp(Solver):
             with _pulp_2_api():
                 model = _Model(data, unit, data.memory_can_bind, deadline)
         except OutOfTime:
-            return self._out_of_time(start, lower_bound, "while building the model")
+            return out_of_time("milp", start, lower_bound, "while building the model")
         # writing the model for CBC and starting it take about half the build (Inception-v1: MPS
         # 0.64 s after a 1.19 s build, + 0.1 s for the watchdog): not worth starting with less left
         if deadline - time.perf_counter() < time.perf_counter() - built:
-            return self._out_of_time(start, lower_bound, "after building the model")
+            return out_of_time("milp", start, lower_bound, "after building the model")
         if start is not None:
             model.warm_start(start)
         problem = model.problem
@@ -347,7 +348,7 @@ class Milp(Solver):
             log = Path(folder) / "cbc.log"
             text = log.read_text(errors="replace") if log.exists() else ""
         if not finished:
-            return self._out_of_time(start, lower_bound, "before CBC reported (stopped by the watchdog)")
+            return out_of_time("milp", start, lower_bound, "before CBC reported (stopped by the watchdog)")
         solution = pulp.LpSolution[problem.sol_status]
         notes = [f"milp (CBC): {solution}"]
         if problem.sol_status == pulp.LpSolutionOptimal:  # optimal within the gap tolerance
@@ -377,14 +378,6 @@ class Milp(Solver):
             notes.append("milp: returning the warm start (order DP)")
             return Outcome(start, Status.FEASIBLE, bound, tuple(notes))
         return Outcome(None, Status.NO_SOLUTION, bound, tuple(notes))
-
-    @staticmethod
-    def _out_of_time(start: Placement | None, lower_bound: float, when: str) -> Outcome:
-        """The warm start (order DP) when the time limit ran out before CBC could improve it."""
-        note = f"milp: time limit reached {when}"
-        if start is None:
-            return Outcome(None, Status.NO_SOLUTION, lower_bound, (note,))
-        return Outcome(start, Status.FEASIBLE, lower_bound, (f"{note}; returning the warm start (order DP)",))
 
     @staticmethod
     def _why_infeasible(data: StageModelData, settings: Settings, deadline: float) -> str:
