@@ -21,6 +21,7 @@ the tensors it sends and to which stages, and the graph outputs it produces.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import tempfile
 import zlib
@@ -161,8 +162,14 @@ def _random_weight(tensor: onnx.TensorProto) -> np.ndarray:
     dtype = helper.tensor_dtype_to_np_dtype(tensor.data_type)
     rng = np.random.default_rng(zlib.crc32(tensor.name.encode()))
     shape = tuple(tensor.dims)
+    if np.issubdtype(dtype, np.floating) and math.prod(shape) == 1:
+        # a scalar is an exporter's constant (a Pow exponent, a GELU coefficient), not a learnt
+        # weight: 1 keeps every such op finite, where a random value can make Pow return NaN
+        return np.ones(shape, dtype=dtype)
     if np.issubdtype(dtype, np.floating):
         return (rng.standard_normal(shape) * 0.02).astype(dtype)
+    if dtype == np.bool_:  # masks (e.g. a causal-attention buffer): all-false would mask every
+        return np.ones(shape, dtype=dtype)  # position and turn softmax rows into NaN
     return np.zeros(shape, dtype=dtype)  # integer weights index or shape things: zero is always valid
 
 

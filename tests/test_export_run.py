@@ -171,3 +171,18 @@ def test_weights_without_their_data_file_are_materialised(tmp_path: Path) -> Non
         assert all(not onnx.external_data_helper.uses_external_data(t) for t in stage_model.graph.initializer)
     report = run_pipeline(tmp_path / "stages", 2)
     assert report.outputs_match and max(report.max_abs_diff.values()) <= 1e-5
+
+
+def test_absent_constants_are_filled_so_the_model_stays_finite() -> None:
+    # Exporters may put scalar constants (a Pow exponent) and boolean masks in external data;
+    # random values there turn GPT-2's outputs into NaN, so they get neutral values instead.
+    from onnx import TensorProto, helper
+
+    from partition.export import _random_weight
+
+    scalar = helper.make_tensor("exponent", TensorProto.FLOAT, [], [0.0])
+    mask = helper.make_tensor("mask", TensorProto.BOOL, [2, 2], [False] * 4)
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [3, 4], [0.0] * 12)
+    assert _random_weight(scalar).item() == 1.0
+    assert _random_weight(mask).all()
+    assert _random_weight(weight).std() > 0
