@@ -7,7 +7,8 @@ the op times and prints predicted against measured throughput. Prints a markdown
 
     .venv/bin/python bench/reality_check.py [--microbatches 16] [--out /tmp/reality] [MODEL ...]
 
-MODEL is a light_* name from onnx's bundled models or ``transformer`` (built with onnx.helper).
+MODEL is a light_* name from onnx's bundled models, a zoo model in ``models/`` (e.g. ``gpt2``,
+``bert_base``; absent weights are filled randomly) or ``transformer`` (built with onnx.helper).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ def _model(name: str, folder: Path) -> Path:
         path = folder / "transformer.onnx"
         onnx.save(transformer_model(layers=4, width=256, sequence=128, vocabulary=2000), path)
         return path
+    if (ROOT / "models" / f"{name}.onnx").is_file():  # a zoo export: absent weights filled randomly
+        return ROOT / "models" / f"{name}.onnx"
     return LIGHT / f"{name}.onnx"
 
 
