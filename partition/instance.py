@@ -49,6 +49,9 @@ class Options:
             raise InputError(f"the number of stages must be a whole number ≥ 1, got {self.stages!r}")
         if self.mode != "inference":
             raise InputError(f"mode {self.mode!r} is not supported yet (only 'inference')")
+        for group in self.colocate:
+            if not group or not all(isinstance(op_id, str) for op_id in group):
+                raise InputError(f"colocation group {list(group)!r} must be a non-empty list of op ids")
 
 
 @dataclass(frozen=True, eq=False)
@@ -220,6 +223,12 @@ def _number(value: Any, what: str) -> float:
     return float(value)
 
 
+def _list(value: Any, what: str) -> list[Any]:
+    if not isinstance(value, list) or not all(isinstance(item, list) for item in value):
+        raise InputError(f"{what}: expected a list of lists, got {value!r}")
+    return value
+
+
 def parse_instance(document: Any, *, where: str = "instance") -> Instance:
     """Build an instance from its JSON document; every problem is one :class:`InputError`."""
     if not isinstance(document, Mapping):
@@ -286,7 +295,7 @@ def parse_instance(document: Any, *, where: str = "instance") -> Instance:
             exact_stages=bool(o.get("exact_stages", False)),
             comm_mode=CommMode(o.get("comm_mode", "per-destination")),
             overlap=bool(o.get("overlap", False)),
-            colocate=tuple(tuple(group) for group in o.get("colocate", ())),
+            colocate=tuple(tuple(group) for group in _list(o.get("colocate", []), "options.colocate")),
             mode=str(o.get("mode", "inference")),
         )
         return Instance(

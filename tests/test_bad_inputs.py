@@ -270,6 +270,14 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "unknown weight": (_instance_case(_set(["graph", "ops", 0, "weights"], ["W2"])), "unknown weight 'W2'"),
     "instance zero stages": (_instance_case(_set(["options", "stages"], 0)), "whole number ≥ 1"),
     "instance comm mode": (_instance_case(_set(["options", "comm_mode"], "telepathy")), "malformed instance"),
+    "empty colocation group": (
+        _instance_case(_set(["options", "colocate"], [[]])),
+        "non-empty list of op ids",
+    ),
+    "colocation not a list": (
+        _instance_case(_set(["options", "colocate"], {"": None})),
+        "expected a list of lists",
+    ),
     "cluster flag with instance": (
         lambda t: [*_instance_case(lambda d: None)(t), "--cluster", "homo-4a100"],
         "an instance file holds its own cluster",
