@@ -14,30 +14,27 @@ from conftest import LIGHT
 MODEL = str(LIGHT / "light_inception_v1.onnx")
 
 
+def _command(output: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "partition",
+        "solve",
+        MODEL,
+        "--cluster",
+        "hetero-2h100-4a100-2l4",
+        "--stages",
+        "4",
+        "-q",
+        "-o",
+        str(output),
+        *extra,
+    ]
+
+
 def _solve(output: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "partition",
-            "solve",
-            MODEL,
-            "--cluster",
-            "hetero-2h100-4a100-2l4",
-            "--stages",
-            "4",
-            "--seed",
-            "3",
-            "--threads",
-            "1",
-            "-q",
-            "-o",
-            str(output),
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+        _command(output, "--seed", "3", "--threads", "1", *extra), capture_output=True, text=True, timeout=300
     )
 
 
@@ -66,25 +63,7 @@ def test_killed_run_leaves_old_or_whole_new_file(tmp_path: Path) -> None:
         (0.5, signal.SIGINT),
         (1.5, signal.SIGINT),
     ):
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "partition",
-                "solve",
-                MODEL,
-                "--cluster",
-                "hetero-2h100-4a100-2l4",
-                "--stages",
-                "4",
-                "-q",
-                "-o",
-                str(output),
-                "--force",
-            ],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        process = subprocess.Popen(_command(output, "--force"), stderr=subprocess.PIPE, text=True)
         time.sleep(delay)
         process.send_signal(sig)
         _, stderr = process.communicate(timeout=120)
