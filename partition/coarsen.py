@@ -37,7 +37,6 @@ solver reports is always computed on the *original* instance, never on a heurist
 
 from __future__ import annotations
 
-import heapq
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -46,7 +45,7 @@ import numpy as np
 
 from .costs import CostTable
 from .errors import InputError
-from .graph import Op, OpClass, OpGraph, Tensor
+from .graph import Op, OpClass, OpGraph, Tensor, keyed_topological_order
 from .instance import Instance, Options
 from .placement import Placement
 
@@ -248,16 +247,7 @@ def _quotient_order(graph: OpGraph, group: np.ndarray, count: int) -> list[int]:
             indegree[b] += 1
     first = np.full(count, len(group), dtype=np.int64)
     np.minimum.at(first, group, np.arange(len(group)))
-    ready = [(int(first[g]), g) for g in range(count) if indegree[g] == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        _, g = heapq.heappop(ready)
-        order.append(g)
-        for h in succs[g]:
-            indegree[h] -= 1
-            if indegree[h] == 0:
-                heapq.heappush(ready, (int(first[h]), h))
+    order = keyed_topological_order(succs, [int(x) for x in indegree], [int(x) for x in first])
     if len(order) != count:
         raise InputError("a coarsening group is not convex (contracting it would create a cycle)")
     return order

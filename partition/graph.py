@@ -7,6 +7,7 @@ cut; weights are parameters of the ops that use them, never communication.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -15,6 +16,24 @@ from functools import cached_property
 import numpy as np
 
 from .errors import InputError
+
+
+def keyed_topological_order(successors: list, indegree: list[int], keys) -> list[int]:
+    """Kahn's algorithm that always takes the ready node of smallest key: random-key decoding
+    (anytime search) and quotient-graph ordering (coarsening) both need it. The result is
+    shorter than the node count exactly when the graph has a cycle."""
+    missing = list(indegree)
+    ready = [(keys[v], v) for v in range(len(missing)) if missing[v] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, v = heapq.heappop(ready)
+        order.append(v)
+        for w in successors[v]:
+            missing[w] -= 1
+            if missing[w] == 0:
+                heapq.heappush(ready, (keys[w], w))
+    return order
 
 
 class OpClass(Enum):

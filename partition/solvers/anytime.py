@@ -45,7 +45,6 @@ when time ran out.
 
 from __future__ import annotations
 
-import heapq
 import time
 from dataclasses import dataclass
 
@@ -53,6 +52,7 @@ import numpy as np
 
 from ..aggregate_bound import aggregate_lower_bound
 from ..coarsen import Coarsening, coarsen_exact, module_groups, sibling_groups
+from ..graph import keyed_topological_order
 from ..instance import CommMode, Instance
 from ..placement import Placement, Status
 from .base import Capabilities, Outcome, Scope, Settings, Solver
@@ -438,17 +438,7 @@ def _best_split(splitter: _Splitter, sequence: list[int], lower: float, dp_budge
 
 def _decode(keys: np.ndarray, preds: list[list[int]], succs: list[list[int]]) -> np.ndarray:
     """The topological order that always takes the ready op of smallest key."""
-    missing = [len(p) for p in preds]
-    ready = [(float(keys[v]), v) for v in range(len(keys)) if missing[v] == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        _, v = heapq.heappop(ready)
-        order.append(v)
-        for w in succs[v]:
-            missing[w] -= 1
-            if missing[w] == 0:
-                heapq.heappush(ready, (float(keys[w]), w))
+    order = keyed_topological_order(succs, [len(p) for p in preds], [float(k) for k in keys])
     return np.asarray(order, dtype=np.int64)
 
 
