@@ -15,6 +15,7 @@ reported as unmapped time.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tempfile
@@ -126,6 +127,36 @@ def _name_nodes(graph: onnx.GraphProto) -> None:
         base = node.name or f"{node.op_type}_{index}"
         used[base] += 1
         node.name = base if used[base] == 1 else f"{base}#{used[base]}"
+
+
+def _declare_domains(model: onnx.ModelProto) -> None:
+    """Import every operator domain a node uses: onnxruntime's optimiser writes ``com.microsoft``
+    nodes without declaring the domain, which the importer tolerates and onnxruntime does not."""
+    declared = {opset.domain for opset in model.opset_import}
+    for domain in dict.fromkeys(node.domain for node in model.graph.node):
+        if domain not in declared:
+            model.opset_import.append(helper.make_opsetid(domain, 1))
+
+
+def _resize_scales(model: onnx.ModelProto) -> None:
+    """Scales of ``Resize`` nodes whose data was absent (filled with zeros): output / input dims.
+
+    Exporters put small tensors such as these scales in external data too; zero scales would
+    give empty outputs, so they are derived from the shapes the file declares.
+    """
+    shapes = {
+        value.name: [d.dim_value if d.HasField("dim_value") else 0 for d in value.type.tensor_type.shape.dim]
+        for value in (*model.graph.value_info, *model.graph.input, *model.graph.output)
+    }
+    initializers = {init.name: init for init in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type != "Resize" or len(node.input) < 3 or node.input[2] not in initializers:
+            continue
+        source, target = shapes.get(node.input[0]), shapes.get(node.output[0])
+        scales = initializers[node.input[2]]
+        if source and target and len(source) == len(target) == math.prod(scales.dims) and all(source):
+            values = np.array([t / s for s, t in zip(source, target, strict=True)], dtype=np.float32)
+            scales.CopyFrom(numpy_helper.from_array(values, scales.name))
 
 
 def _fold_constants(model: onnx.ModelProto, rng: np.random.Generator, where: str) -> onnx.ModelProto:
@@ -272,6 +303,8 @@ def profile_model(
             if init.data_location == onnx.TensorProto.EXTERNAL:
                 array = np.zeros(tuple(init.dims), dtype=helper.tensor_dtype_to_np_dtype(init.data_type))
                 init.CopyFrom(numpy_helper.from_array(array, init.name))
+        _resize_scales(model)
+    _declare_domains(model)
     _name_nodes(model.graph)
     rng = np.random.default_rng(seed)
     runnable = _fold_constants(model, rng, where)
