@@ -121,7 +121,10 @@ def run(args: argparse.Namespace) -> int:
             held = errors(graph, table, others, device)
             print(_row(name, "held-out", held))
             report[name]["held_out"] = _json(held)
-    print(f"launch overhead {fitted.launch_overhead * 1e6:.3g} µs; efficiency (compute, memory) per class:")
+    print(
+        f"launch overhead {fitted.launch_overhead * 1e6:.3g} µs, dispatch overhead"
+        f" {fitted.dispatch_overhead * 1e6:.3g} µs per op; efficiency (compute, memory) per class:"
+    )
     print("  " + ", ".join(f"{c.value} ({e[0]:.3g}, {e[1]:.3g})" for c, e in fitted.efficiency.items()))
     types = fitted.type_efficiency.items()
     print("per op type: " + ", ".join(f"{t} ({e[0]:.3g}, {e[1]:.3g})" for t, e in types))
