@@ -8,7 +8,10 @@ and dtype, so the profiled runs time the model's real ops, not weight materialis
 are random with the declared shapes and dtypes. The first ``warmup`` runs are dropped; each op
 gets the median, 10th and 90th percentile of its per-run kernel time, and the whole model the
 same statistics of onnxruntime's ``model_run`` span in the same session, so the two can be
-compared. Kernels of nodes the importer folds away (e.g. ``Shape`` of a static tensor) are
+compared. With one thread onnxruntime runs every kernel on the calling thread, so that thread's
+CPU time per run is recorded too (``notes.whole_model_cpu_s``, median): on a shared machine wall
+time includes waiting for a core and CPU time does not, so their ratio shows how loaded the
+measurement was. Kernels of nodes the importer folds away (e.g. ``Shape`` of a static tensor) are
 reported as unmapped time.
 """
 
@@ -326,10 +329,13 @@ def profile_model(
                 f"{where}: onnxruntime cannot load the model ({str(error).splitlines()[0]})"
             ) from None
         feeds = _random_inputs(session, dims, rng, where)
+        cpu = []
         for run in range(warmup + runs):
             if progress and run % max(1, (warmup + runs) // 4) == 0:
                 progress(f"profile: run {run + 1}/{warmup + runs}")
+            started = time.thread_time()
             session.run(None, feeds)
+            cpu.append(time.thread_time() - started)
         events = json.loads(Path(session.end_profiling()).read_text())
     whole, kernels = _per_run_kernels(events, warmup)
     samples: dict[str, list[float]] = {}
@@ -356,7 +362,11 @@ def profile_model(
             "seed": seed,
             "cpu": _cpu_model_name(),
         },
-        notes={"model_file": str(path), "unmapped_kernel_s": float(np.median(unmapped))},
+        notes={
+            "model_file": str(path),
+            "unmapped_kernel_s": float(np.median(unmapped)),
+            **({"whole_model_cpu_s": float(np.median(cpu[warmup:]))} if threads == 1 else {}),
+        },
     )
     return Profile(
         table=table,
