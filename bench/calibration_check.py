@@ -160,10 +160,10 @@ def main() -> int:
     print(f"\nwithin {TARGET:.0%} after calibration: {len(report) - len(missed)}/{len(report)}", end="")
     print(f" (missed: {', '.join(missed) or 'none'}); leave-one-model-out: {len(report) - len(held_missed)}"
           f"/{len(report)} (missed: {', '.join(held_missed) or 'none'})")  # fmt: skip
+    factors = ", ".join(f"{c.value} {e[0]:.3g}/{e[1]:.3g}" for c, e in everything.efficiency.items())
     print(
         f"calibrated on all: launch {everything.launch_overhead * 1e6:.3g} µs, dispatch"
-        f" {everything.dispatch_overhead * 1e6:.3g} µs per op; matmul/conv/elementwise (compute, memory)"
-        f" efficiency: {', '.join(f'{everything.efficiency[c][0]:.3g}/{everything.efficiency[c][1]:.3g}' for c in list(everything.efficiency)[:3])}"
+        f" {everything.dispatch_overhead * 1e6:.3g} µs per op; (compute/memory) efficiency: {factors}"
     )
     (args.out / "calibrated.json").write_text(dumps(calibrated_json(Calibrated(device, everything), report)))
     print(f"calibrated model and errors: {args.out / 'calibrated.json'}", file=sys.stderr)
