@@ -99,3 +99,12 @@ def test_sailor_layer_kinds_follow_the_repeated_block_size() -> None:
     kinds = [op.op_type for op in imported.graph.ops]
     assert len(kinds) == len(info["LLAMA-3-8"]["1"]) == 35
     assert kinds == ["embedding", *["transformer"] * 32, "head", "head"]
+
+
+def test_profiles_without_transformer_blocks_are_refused(tmp_path: Path) -> None:
+    from test_importers import PIPEDREAM_FILES
+
+    model = _named_transformer(tmp_path / "t2.onnx", 2)
+    imported = read_costs("pipedream", PIPEDREAM_FILES[0], device_type="A100-80GB")
+    with pytest.raises(InputError, match="no transformer blocks to map; import it without --onnx"):
+        map_onto_onnx(imported, load_graph(model), model)
