@@ -13,7 +13,10 @@ exceed this machine's available memory is skipped with the reason.
 The machine may be shared: each row shows the load average before and after its profile and
 the whole run's wall time over the profiling thread's CPU time (1.0 on an idle core; 2 means
 half the wall time was spent waiting for a core). Kernels longer than a scheduler slice are
-slowed by load more than short ones, so only rows near 1.0 test the model.
+slowed by load more than short ones, so only rows near 1.0 test the model. On a loaded machine,
+``--load-corrected`` scales each model's times by its CPU/wall ratio: exact for kernels much
+longer than a scheduler slice (the matmuls that dominate these models), too low for short ones;
+a rough check of the model apart from the load, not a measurement.
 
     .venv/bin/python bench/calibration_check.py [--runs 5] [--out /tmp/calibration] [--reuse] [MODEL ...]
 """
@@ -26,7 +29,7 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +40,7 @@ from partition.calibrate import Calibrated, Errors, calibrated_json, errors, fit
 from partition.costs import RooflineModel  # noqa: E402
 from partition.graph import OpGraph  # noqa: E402
 from partition.jsonio import dumps  # noqa: E402
-from partition.measured import MeasuredTable, load_cost_table  # noqa: E402
+from partition.measured import MeasuredTable, OpTiming, load_cost_table  # noqa: E402
 
 TARGET = 0.20
 
@@ -94,6 +97,21 @@ def _profile(name: str, dims: dict[str, int], path: Path, runs: int, warmup: int
     return Profiled(name, graph, load_cost_table(path), (before, os.getloadavg()[0]))
 
 
+def _load_corrected(p: Profiled) -> Profiled:
+    """Every time of ``p`` scaled by its profile's CPU / wall ratio (module docstring)."""
+    ratio = 1 / p.contention if p.contention else 1.0
+
+    def scaled(t: OpTiming) -> OpTiming:
+        mean = None if t.mean is None else t.mean * ratio
+        return OpTiming(t.median * ratio, t.low * ratio, t.high * ratio, t.runs, mean)
+
+    table = p.table
+    assert table.whole_model is not None
+    whole, ops = scaled(table.whole_model), {k: scaled(t) for k, t in table.ops.items()}
+    notes = {**table.notes, "whole_model_cpu_s": whole.median}  # now wall = CPU: contention 1.0
+    return replace(p, table=replace(table, ops=ops, whole_model=whole, notes=notes))
+
+
 def _whole(e: Errors, measured: float) -> tuple[float, float]:
     """Predicted whole-model seconds and its error against the measured run."""
     assert e.whole_run is not None
@@ -109,6 +127,11 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("/tmp/calibration"))
     parser.add_argument("--reuse", action="store_true", help="reuse cost tables already in --out")
+    parser.add_argument(
+        "--load-corrected",
+        action="store_true",
+        help="scale each model's times by its CPU/wall ratio (approximate; see the module docstring)",
+    )
     args = parser.parse_args()
     manifest = json.loads((ROOT / "models" / "manifest.json").read_text())
     names = args.models or sorted(p.stem for p in (ROOT / "models").glob("*.onnx"))
@@ -123,6 +146,9 @@ def main() -> int:
         print(f"profiling {name} ...", file=sys.stderr, flush=True)
         profiled.append(_profile(name, dims, args.out / f"{name}.json", args.runs, args.warmup, args.reuse))
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+    if args.load_corrected:
+        profiled = [_load_corrected(p) for p in profiled]
+        print("times scaled by each model's CPU/wall ratio (--load-corrected)")
 
     device = profiled[0].table.device
     pairs = [(p.graph, p.table) for p in profiled]
