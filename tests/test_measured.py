@@ -69,7 +69,7 @@ def test_profile_tiny_model_maps_every_op(tmp_path: Path) -> None:
         and whole.median >= max(t.median for t in profile.table.ops.values())
     )
     assert profile.table.device_type.startswith("cpu-") and profile.table.settings["threads"] == 1
-    assert 0 < profile.table.notes["whole_model_cpu_s"] <= whole.high * 1.5  # the thread's CPU time per run
+    assert 0 < profile.table.notes["whole_model_cpu_s"] < 0.1  # the thread's CPU time per run (with binding)
 
 
 def test_profile_runs_exporter_quirks(tmp_path: Path) -> None:
