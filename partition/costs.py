@@ -45,7 +45,9 @@ class RooflineModel:
     """Efficiency factors per op class and a fixed per-op launch overhead (seconds).
 
     ``type_efficiency`` overrides the class factors for single op types, where calibration
-    found a kernel far from its class (e.g. onnxruntime's CPU ``LRN``).
+    found a kernel far from its class (e.g. onnxruntime's CPU ``LRN``). ``dispatch_overhead``
+    is the runtime's time between kernels per op (scheduling, allocation), which a whole run
+    pays on top of its kernels; ``launch_overhead`` is part of the kernel time itself.
     """
 
     efficiency: Mapping[OpClass, tuple[float, float]] = field(
@@ -53,8 +55,13 @@ class RooflineModel:
     )
     launch_overhead: float = 4e-6
     type_efficiency: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    dispatch_overhead: float = 0.0
 
     def op_time(self, op: Op, device: DeviceType) -> float:
+        """The op's cost in a stage: its kernel time plus the dispatch overhead."""
+        return self.kernel_time(op, device) + self.dispatch_overhead
+
+    def kernel_time(self, op: Op, device: DeviceType) -> float:
         if op.op_type in device.unsupported_op_types:
             return float("inf")
         compute_eff, memory_eff = self.type_efficiency.get(op.op_type) or self.efficiency[op.op_class]

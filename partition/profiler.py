@@ -8,13 +8,17 @@ and dtype, so the profiled runs time the model's real ops, not weight materialis
 are random with the declared shapes and dtypes. The first ``warmup`` runs are dropped; each op
 gets the median, 10th and 90th percentile of its per-run kernel time, and the whole model the
 same statistics of onnxruntime's ``model_run`` span in the same session, so the two can be
-compared. Kernels of nodes the importer folds away (e.g. ``Shape`` of a static tensor) are
+compared. With one thread onnxruntime runs every kernel on the calling thread, so that thread's
+CPU time per run is recorded too (``notes.whole_model_cpu_s``, median): on a shared machine wall
+time includes waiting for a core and CPU time does not, so their ratio shows how loaded the
+measurement was. Kernels of nodes the importer folds away (e.g. ``Shape`` of a static tensor) are
 reported as unmapped time.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tempfile
@@ -126,6 +130,36 @@ def _name_nodes(graph: onnx.GraphProto) -> None:
         base = node.name or f"{node.op_type}_{index}"
         used[base] += 1
         node.name = base if used[base] == 1 else f"{base}#{used[base]}"
+
+
+def _declare_domains(model: onnx.ModelProto) -> None:
+    """Import every operator domain a node uses: onnxruntime's optimiser writes ``com.microsoft``
+    nodes without declaring the domain, which the importer tolerates and onnxruntime does not."""
+    declared = {opset.domain for opset in model.opset_import}
+    for domain in dict.fromkeys(node.domain for node in model.graph.node):
+        if domain not in declared:
+            model.opset_import.append(helper.make_opsetid(domain, 1))
+
+
+def _resize_scales(model: onnx.ModelProto) -> None:
+    """Scales of ``Resize`` nodes whose data was absent (filled with zeros): output / input dims.
+
+    Exporters put small tensors such as these scales in external data too; zero scales would
+    give empty outputs, so they are derived from the shapes the file declares.
+    """
+    shapes = {
+        value.name: [d.dim_value if d.HasField("dim_value") else 0 for d in value.type.tensor_type.shape.dim]
+        for value in (*model.graph.value_info, *model.graph.input, *model.graph.output)
+    }
+    initializers = {init.name: init for init in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type != "Resize" or len(node.input) < 3 or node.input[2] not in initializers:
+            continue
+        source, target = shapes.get(node.input[0]), shapes.get(node.output[0])
+        scales = initializers[node.input[2]]
+        if source and target and len(source) == len(target) == math.prod(scales.dims) and all(source):
+            values = np.array([t / s for s, t in zip(source, target, strict=True)], dtype=np.float32)
+            scales.CopyFrom(numpy_helper.from_array(values, scales.name))
 
 
 def _fold_constants(model: onnx.ModelProto, rng: np.random.Generator, where: str) -> onnx.ModelProto:
@@ -272,6 +306,8 @@ def profile_model(
             if init.data_location == onnx.TensorProto.EXTERNAL:
                 array = np.zeros(tuple(init.dims), dtype=helper.tensor_dtype_to_np_dtype(init.data_type))
                 init.CopyFrom(numpy_helper.from_array(array, init.name))
+        _resize_scales(model)
+    _declare_domains(model)
     _name_nodes(model.graph)
     rng = np.random.default_rng(seed)
     runnable = _fold_constants(model, rng, where)
@@ -293,10 +329,13 @@ def profile_model(
                 f"{where}: onnxruntime cannot load the model ({str(error).splitlines()[0]})"
             ) from None
         feeds = _random_inputs(session, dims, rng, where)
+        cpu = []
         for run in range(warmup + runs):
             if progress and run % max(1, (warmup + runs) // 4) == 0:
                 progress(f"profile: run {run + 1}/{warmup + runs}")
+            started = time.thread_time()
             session.run(None, feeds)
+            cpu.append(time.thread_time() - started)
         events = json.loads(Path(session.end_profiling()).read_text())
     whole, kernels = _per_run_kernels(events, warmup)
     samples: dict[str, list[float]] = {}
@@ -323,7 +362,11 @@ def profile_model(
             "seed": seed,
             "cpu": _cpu_model_name(),
         },
-        notes={"model_file": str(path), "unmapped_kernel_s": float(np.median(unmapped))},
+        notes={
+            "model_file": str(path),
+            "unmapped_kernel_s": float(np.median(unmapped)),
+            **({"whole_model_cpu_s": float(np.median(cpu[warmup:]))} if threads == 1 else {}),
+        },
     )
     return Profile(
         table=table,

@@ -113,3 +113,35 @@ def test_cli_calibrate_reports_before_and_after(tmp_path: Path, capsys) -> None:
     assert "pairs" in capsys.readouterr().err
     assert main(["calibrate", str(costs), str(LIGHT / "light_bvlc_alexnet.onnx")]) == 2
     assert "measured on another model" in capsys.readouterr().err
+
+
+def test_dispatch_overhead_is_the_run_time_between_kernels() -> None:
+    """Whole runs 10 µs per op longer than their kernels (means): the fit adds 10 µs per op."""
+    pairs = []
+    for m, seed in (("light_squeezenet", 3), ("light_inception_v1", 4)):
+        graph, table = _synthetic_table(m, 0.0, seed)
+        ops = {k: OpTiming(t.median, t.low, t.high, 1, t.median) for k, t in table.ops.items()}
+        run = sum(t.median for t in ops.values()) + 10e-6 * len(ops)
+        pairs.append(
+            (
+                graph,
+                MeasuredTable(
+                    DEVICE,
+                    graph.name,
+                    len(graph.ops),
+                    table.fingerprint,
+                    ops,
+                    OpTiming(run, run, run, 1, run),
+                ),
+            )
+        )
+    fitted = fit(pairs, DEVICE)
+    assert fitted.dispatch_overhead == pytest.approx(10e-6, rel=1e-6)
+    for graph, table in pairs:
+        after = errors(graph, table, fitted, DEVICE)
+        assert after.median < 0.02  # per-op errors compare kernel times, without dispatch
+        assert abs(after.whole_run) < 1e-4
+        run = table.whole_model.median  # the true kernels alone fall short by the dispatch time
+        assert errors(graph, table, TRUE, DEVICE).whole_run == pytest.approx(-10e-6 * len(graph.ops) / run)
+        op = graph.ops[0]
+        assert fitted.op_time(op, DEVICE) == pytest.approx(fitted.kernel_time(op, DEVICE) + 10e-6)

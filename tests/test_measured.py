@@ -69,6 +69,35 @@ def test_profile_tiny_model_maps_every_op(tmp_path: Path) -> None:
         and whole.median >= max(t.median for t in profile.table.ops.values())
     )
     assert profile.table.device_type.startswith("cpu-") and profile.table.settings["threads"] == 1
+    assert 0 < profile.table.notes["whole_model_cpu_s"] < 0.1  # the thread's CPU time per run (with binding)
+
+
+def test_profile_runs_exporter_quirks(tmp_path: Path) -> None:
+    """Resize scales in absent external data (U-Net) and an undeclared com.microsoft domain
+    (onnxruntime-fused BERT) still profile: scales from the declared shapes, domain declared."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8, 8])
+    scales = helper.make_tensor("scales", TensorProto.FLOAT, [4], [0.0] * 4)
+    scales.ClearField("float_data")
+    scales.data_location = TensorProto.EXTERNAL
+    scales.external_data.add(key="location", value="absent.bin")
+    nodes = [
+        helper.make_node("Resize", ["x", "", "scales"], ["up"], name="resize", mode="nearest"),
+        helper.make_node("Gelu", ["up"], ["g"], name="gelu", domain="com.microsoft"),
+        helper.make_node(
+            "Constant", [], ["c"], name="c", value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0])
+        ),
+        helper.make_node("Add", ["g", "c"], ["y"], name="add"),  # a constant to fold: shape inference runs
+    ]
+    graph = helper.make_graph(nodes, "quirks", [x], [y], [scales])
+    for name, shape in (("up", [1, 2, 8, 8]), ("g", [1, 2, 8, 8]), ("c", [1])):  # declared, as exporters do
+        graph.value_info.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "quirks.onnx"
+    path.write_bytes(model.SerializeToString())
+    profile = profile_model(path, runs=2, warmup=1)
+    assert {"resize", "gelu", "add"} <= set(profile.table.ops) and profile.missing == ()
 
 
 def test_profile_squeezenet_per_op_means_add_up_to_the_run(squeezenet_costs: Path) -> None:

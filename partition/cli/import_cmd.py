@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..api import load_graph
 from ..importers import FORMATS, import_instance
 from ..importers.piper import TIME_UNITS
 from ..instance import CommMode, Options
-from ._common import add_output, add_quiet, emit
+from ._common import add_output, add_quiet, dims_from_args, emit
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -47,6 +48,14 @@ def register(verbs: argparse._SubParsersAction) -> None:
         default="s",
         help="piper: unit of timePerSample (gnmt/resnet inputs: ms; bert32a100: s)",
     )
+    parser.add_argument(
+        "--onnx",
+        metavar="MODEL.onnx",
+        help="map the layers onto the ops of this ONNX model with the same transformer blocks",
+    )
+    parser.add_argument(
+        "--dim", action="append", default=[], metavar="NAME=N", help="--onnx: pin a symbolic input dimension"
+    )
     add_output(parser, "instance JSON")
     add_quiet(parser)
     parser.set_defaults(run=run)
@@ -77,11 +86,15 @@ def run(args: argparse.Namespace) -> int:
         comm_mode=CommMode(args.comm_mode),
         overlap=args.overlap,
     )
-    instance = import_instance(args.format, args.path, args.cluster, options, **_format_options(args))
+    onto = None if args.onnx is None else (load_graph(args.onnx, dims=dims_from_args(args.dim)), args.onnx)
+    instance = import_instance(
+        args.format, args.path, args.cluster, options, onto=onto, **_format_options(args)
+    )
     if not args.quiet:
         covered = ", ".join(instance.cluster.type_names)
+        what = "layers" if onto is None else f"ops of {args.onnx} ({instance.source['blocks']} blocks)"
         print(
-            f"partition: {args.format}: {len(instance.graph.ops)} layers, measured times on {covered}",
+            f"partition: {args.format}: {len(instance.graph.ops)} {what}, measured times on {covered}",
             file=sys.stderr,
         )
     emit(instance.to_json(), args.output, args.force)

@@ -154,11 +154,19 @@ def read_costs(fmt: str, path: str | Path, **options: Any) -> ImportedCosts:
 
 
 def import_instance(
-    fmt: str, path: str | Path, cluster: Cluster | str | Path, options: Options, **format_options: Any
+    fmt: str,
+    path: str | Path,
+    cluster: Cluster | str | Path,
+    options: Options,
+    *,
+    onto: tuple[OpGraph, str | Path] | None = None,
+    **format_options: Any,
 ) -> Instance:
     """Read a peer file and build an instance on ``cluster`` (a cluster, a file or a bundled name).
 
-    A cluster named by path or bundled name may use the device types the file defines.
+    A cluster named by path or bundled name may use the device types the file defines. With
+    ``onto`` (an ONNX model's op graph and its path), layer times are mapped onto its ops
+    (:mod:`.onto_onnx`).
     """
     if fmt in SINGLE_TYPE_FORMATS and format_options.get("device_type") is None:
         if not isinstance(cluster, Cluster):
@@ -170,6 +178,10 @@ def import_instance(
             )
         format_options["device_type"] = cluster.type_names[0]
     imported = read_costs(fmt, path, **format_options)
+    if onto is not None:
+        from .onto_onnx import map_onto_onnx
+
+        imported = map_onto_onnx(imported, *onto)
     if not isinstance(cluster, Cluster):
         cluster = load_cluster(cluster, catalog=imported.catalog())
     return imported_instance(imported, cluster, options)

@@ -14,6 +14,7 @@ defined here from vendor datasheets (dense peaks, no sparsity).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,18 @@ def _profiles(document: Any, path: Path, model: str | None) -> tuple[str, dict[s
     return model, dict(document[model])
 
 
+def _kinds(params: list[float]) -> list[str]:
+    """``embedding`` first, ``transformer`` for the repeated blocks (the most common parameter
+    size after the embedding), ``head`` for every layer after the last block (LLaMA's final
+    norm and its output projection are two layers)."""
+    blocks = Counter(params[1:]).most_common(1)[0][0] if len(params) > 1 else None
+    last = max((i for i in range(1, len(params)) if params[i] == blocks), default=0)
+    return [
+        "embedding" if i == 0 else "transformer" if params[i] == blocks else "head" if i > last else "layer"
+        for i in range(len(params))
+    ]
+
+
 def read(
     path: Path,
     *,
@@ -95,10 +108,11 @@ def read(
         )
     count = len(sizes)
     try:
+        kinds = _kinds([sizes[str(i)]["params_bytes"] for i in range(count)])
         layers = [
             Layer(
                 id=f"layer{i}",
-                kind="embedding" if i == 0 else "head" if i == count - 1 else "transformer",
+                kind=kinds[i],
                 description=f"{model} layer {i}",
                 param_bytes=float(sizes[str(i)]["params_bytes"]),
                 output_bytes=float(sizes[str(i)]["act_output_bytes"]) * microbatch,
