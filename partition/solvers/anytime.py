@@ -35,11 +35,15 @@ Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
    cuts move to any fine boundary near the coarse ones (the banded DP runs there when the
    time left allows it). On small fine graphs the exact order DP
    (:func:`partition.solvers.order_dp.split_order`) over all device subsequences polishes it.
+5. **Large-neighbourhood polish** (:mod:`.lns`): CP-SAT re-solves windows of consecutive stages
+   around the bottleneck stage on the fine level, everything else fixed, in the time left
+   (at least ``_LNS_SHARE`` of the limit: steps 1–4 stop earlier to leave it).
 
 Lower bound: :func:`partition.aggregate_bound.aggregate_lower_bound` on the *original*
 instance (work over type-weighted aggregate speed plus a communication floor), valid however
 heuristic the coarsening. Deterministic for a fixed seed when the search converges (25
-generations without improvement) before the time limit; otherwise the result is the best found
+generations without improvement) and the polish runs out of windows before the time limit
+(each window's CP-SAT search is limited in deterministic time); otherwise the result is the best found
 when time ran out.
 """
 
@@ -56,6 +60,7 @@ from ..instance import Instance
 from ..placement import Placement, Status
 from ._scoring import Scorer, TensorArrays
 from .base import Capabilities, Outcome, Scope, Settings, Solver
+from .lns import polish
 from .order_dp import split_order
 
 _DEFAULT_TIME_LIMIT = 20.0
@@ -67,6 +72,7 @@ _TOLERANCE = 1e-9  # the evaluator's memory slack
 _EVALUATE_SECONDS_PER_OP = 1.5e-5  # the independent evaluator and checks: 110k ops in ~1.1 s
 _COARSEN_SECONDS_PER_OP = 1.2e-4  # heuristic coarsening cost, measured on 2 shared cores (110k ops: 13 s)
 _STALL_GENERATIONS = 25  # the genetic search ends after this many generations without improvement
+_LNS_SHARE = 0.35  # of the time limit kept for the large-neighbourhood polish (more if the search converges)
 
 
 class _Splitter:
@@ -387,8 +393,10 @@ class _Search:
         self.settings = settings
         self.started = time.perf_counter()
         limit = settings.time_limit if settings.time_limit is not None else _DEFAULT_TIME_LIMIT
-        # leave the caller time to re-evaluate the placement on the original graph
-        self.deadline = self.started + limit - len(instance.graph.ops) * _EVALUATE_SECONDS_PER_OP
+        # leave the caller time to re-evaluate the placement on the original graph; the search
+        # phases stop at `deadline`, the large-neighbourhood polish runs until `end`
+        self.end = self.started + limit - len(instance.graph.ops) * _EVALUATE_SECONDS_PER_OP
+        self.deadline = self.started + (self.end - self.started) * (1 - _LNS_SHARE)
         self.rng = np.random.default_rng(settings.seed)
         self.k = min(instance.options.stages, len(instance.cluster.devices))
         self.bound = aggregate_lower_bound(instance)
@@ -533,6 +541,11 @@ class Anytime(Solver):
         self._evolve(search, preds, succs)
         if search.best_order is not None and search.remaining() > 0 and search.coarse is not search.identity:
             search.refine(search.best_order, search.best_hosts)
+        polished: tuple[str, ...] = ()
+        if search.best_placement is not None:
+            report = polish(search.fine.instance, search.best_placement, settings, search.end)
+            search.offer_fine(report.placement)
+            polished = report.notes
         search.report("done")
         if search.best_placement is None:
             return Outcome(
@@ -550,6 +563,7 @@ class Anytime(Solver):
                 f" {time.perf_counter() - search.started:.1f} s; search level"
                 f" {len(coarse.graph.ops)} ops (heuristic), fine level {len(search.fine.members)} ops"
                 f" (exact); bound = work over type-weighted aggregate speed + communication floor",
+                *polished,
             ),
         )
 

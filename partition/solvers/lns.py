@@ -38,7 +38,9 @@ by stage, which opens later moves), scored exactly by :mod:`._scoring`; the inde
 evaluator checks each accepted placement (graphs up to ``_EVALUATE_OPS`` ops; above, the final
 one). The result is never worse than the start in (bottleneck, latency): the start is returned
 otherwise. The time limit is a deadline on the whole polish; each window's CP-SAT search gets a
-share of the time left, and one solver thread is used as :class:`Settings` says.
+fixed budget of CP-SAT's deterministic time (so a polish that runs out of windows before the
+deadline gives the same placement on every run) under a wall-clock cap, with the threads and
+seed of :class:`Settings`.
 """
 
 from __future__ import annotations
@@ -65,7 +67,9 @@ _WINDOW_OPS = 400  # coarsen a window with more ops than this
 _MAX_WIDTH = 8  # widest window, in stages
 _FOCUS_STAGES = 3  # windows are centred on the slowest few stages
 _MIN_WINDOW_SECONDS = 0.3  # less time left than this: stop
-_MAX_WINDOW_SECONDS = 10.0
+_BUILD_SECONDS_PER_OP = 2e-3  # first guess at building and hinting a window model, per window op
+_WINDOW_WORK = 2.0  # CP-SAT deterministic time per window (repeatable, unlike wall time) ...
+_MAX_WINDOW_SECONDS = 10.0  # ... and a wall-clock cap on it
 _EVALUATE_OPS = 20_000  # independent evaluator on every acceptance up to this many ops
 _RELATIVE = 1e-9  # stage times closer than this (relative) are equal
 
@@ -126,6 +130,12 @@ class _Polisher:
             self.classes[members[key]].append(d)
             self.class_of_device[d] = members[key]
         self.windows = 0
+        self.build_seconds_per_op = _BUILD_SECONDS_PER_OP  # the slowest build seen so far
+
+    def affordable(self, ops: int) -> bool:
+        """Time is left to build a window of ``ops`` ops and search it a little (builds cannot
+        stop half-way without wasting them, so none starts that would overrun the deadline)."""
+        return self.remaining() > _MIN_WINDOW_SECONDS + 1.5 * ops * self.build_seconds_per_op
 
     def remaining(self) -> float:
         return self.deadline - time.perf_counter()
@@ -273,8 +283,8 @@ class _Polisher:
         if self.instance.options.comm_mode is CommMode.ONCE:  # the model may over-estimate (docstring)
             upper = 2 * upper
         lower = min(math.floor(window.floor / unit), upper)
-        budget = min(_MAX_WINDOW_SECONDS, max(_MIN_WINDOW_SECONDS, self.remaining() / 4))
-        deadline = min(self.deadline, time.perf_counter() + budget)
+        built = time.perf_counter()
+        deadline = min(self.deadline, built + _MAX_WINDOW_SECONDS)
         try:
             model = StageModel(data, unit, lower, upper, data.memory_can_bind, deadline, window.fixed_comm)
         except OutOfTime:
@@ -302,8 +312,11 @@ class _Polisher:
             m.Add(sum(model.z[j][c] for j in free) <= len(cls.devices) - int(held[c]))
         model.hint(window.hint)
         model.complete_hint(self.settings, deadline)
+        per_op = (time.perf_counter() - built) / max(len(window.sub_ops), 1)
+        self.build_seconds_per_op = max(self.build_seconds_per_op, per_op)
         solver = cp_model.CpSolver()
         solver_parameters(solver, self.settings, deadline)
+        solver.parameters.max_deterministic_time = _WINDOW_WORK
         status = solver.Solve(m)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return None
@@ -405,6 +418,8 @@ def polish(instance: Instance, start: Placement, settings: Settings, deadline: f
         if not todo:
             break
         first, last = todo[0]
+        if not search.affordable(int(np.isin(stage_of, np.arange(first, last + 1)).sum())):
+            break
         window = search.window(stage_of, devices, first, last)
         search.windows += 1
         solution = search.solve_window(window, devices)
