@@ -7,8 +7,10 @@ stage keeps at least one op, so the stage count is unchanged), and each window s
 device of any class (type × host, :mod:`._stage_model`) that no stage outside the window holds:
 device swaps among the window's stages and swaps with idle devices are part of the neighbourhood.
 Windows are tried around the slowest stages, narrowest first (the bottleneck stage and one
-neighbour), widening (up to ``_MAX_WIDTH`` stages) while nothing improves; before each round a
-cheap exact move swaps the bottleneck stage's device with any other stage's, or an idle device.
+neighbour), widening (up to ``_MAX_WIDTH`` stages) while nothing improves, and searched longer
+(twice the effort) once every window failed but not all were proven; before each window a cheap
+exact move gives the bottleneck stage any other stage's device (a swap) or an idle device.
+The polish ends at the deadline or when every window is proven to hold nothing better.
 
 **Sub-problem.** The window's ops, plus one *fixed op* per outside stage that exchanges tensors
 with the window, form a small instance whose stages are the window's and those outside stages,
@@ -68,8 +70,8 @@ _MAX_WIDTH = 8  # widest window, in stages
 _FOCUS_STAGES = 3  # windows are centred on the slowest few stages
 _MIN_WINDOW_SECONDS = 0.3  # less time left than this: stop
 _BUILD_SECONDS_PER_OP = 2e-3  # first guess at building and hinting a window model, per window op
-_WINDOW_WORK = 2.0  # CP-SAT deterministic time per window (repeatable, unlike wall time) ...
-_MAX_WINDOW_SECONDS = 10.0  # ... and a wall-clock cap on it
+_WINDOW_WORK = 2.0  # CP-SAT deterministic time per window (repeatable, unlike wall time), doubled
+_MAX_WINDOW_SECONDS = 5.0  # when every open window failed; the wall-clock cap is this + 3 × that
 _EVALUATE_OPS = 20_000  # independent evaluator on every acceptance up to this many ops
 _RELATIVE = 1e-9  # stage times closer than this (relative) are equal
 
@@ -131,6 +133,7 @@ class _Polisher:
             self.class_of_device[d] = members[key]
         self.windows = 0
         self.build_seconds_per_op = _BUILD_SECONDS_PER_OP  # the slowest build seen so far
+        self.work = _WINDOW_WORK  # deterministic seconds per window search, doubled when all fail
 
     def affordable(self, ops: int) -> bool:
         """Time is left to build a window of ``ops`` ops and search it a little (builds cannot
@@ -284,7 +287,7 @@ class _Polisher:
             upper = 2 * upper
         lower = min(math.floor(window.floor / unit), upper)
         built = time.perf_counter()
-        deadline = min(self.deadline, built + _MAX_WINDOW_SECONDS)
+        deadline = min(self.deadline, built + _MAX_WINDOW_SECONDS + 3 * self.work)
         try:
             model = StageModel(data, unit, lower, upper, data.memory_can_bind, deadline, window.fixed_comm)
         except OutOfTime:
@@ -316,7 +319,7 @@ class _Polisher:
         self.build_seconds_per_op = max(self.build_seconds_per_op, per_op)
         solver = cp_model.CpSolver()
         solver_parameters(solver, self.settings, deadline)
-        solver.parameters.max_deterministic_time = _WINDOW_WORK
+        solver.parameters.max_deterministic_time = self.work
         status = solver.Solve(m)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return None
@@ -396,62 +399,73 @@ class _Polisher:
 
 
 def polish(instance: Instance, start: Placement, settings: Settings, deadline: float) -> PolishReport:
-    """Improve ``start`` by large-neighbourhood search until ``deadline`` (``perf_counter`` time)."""
+    """Improve ``start`` by large-neighbourhood search until ``deadline`` (``perf_counter`` time)
+    or until every window around the slowest stages is proven to hold nothing better."""
     search = _Polisher(instance, settings, deadline)
     stage_of = np.asarray(start.stage_of, dtype=np.int64)
     devices = np.asarray(start.devices, dtype=np.int64)
     times, valid = search.scorer.stage_times(stage_of, devices)
-    notes: list[str] = []
     if not valid or len(devices) < 2:
         return PolishReport(start, False, 0, ())
-    initial = float(times.max())
-    closed: set[tuple[int, int]] = set()  # windows that found nothing better for this incumbent
+    initial = times
+    proven: set[tuple[int, int]] = set()  # windows proven to hold nothing better for this incumbent
+    tried: set[tuple[int, int]] = set()  # windows searched at the current effort without success
     while search.remaining() > _MIN_WINDOW_SECONDS:
         swapped = search.swap_devices(stage_of, devices, times)
         if swapped is not None and _checked(instance, stage_of, swapped):
             devices = swapped
             times, _ = search.scorer.stage_times(stage_of, devices)
-            closed.clear()
+            proven.clear()
+            tried.clear()
+            search.work = _WINDOW_WORK
             settings.report(f"lns: device swap, bottleneck {times.max():.6g} s")
             continue
-        todo = [w for w in search.windows_around(times) if w not in closed]
-        if not todo:
+        around = [w for w in search.windows_around(times) if w not in proven]
+        if not around:
             break
+        todo = [w for w in around if w not in tried]
+        if not todo:  # every open window failed at this effort: search them longer
+            search.work *= 2
+            tried.clear()
+            continue
         first, last = todo[0]
         if not search.affordable(int(np.isin(stage_of, np.arange(first, last + 1)).sum())):
             break
         window = search.window(stage_of, devices, first, last)
         search.windows += 1
         solution = search.solve_window(window, devices)
-        closed.add((first, last))
+        tried.add((first, last))
         if solution is None:
             continue
+        if solution[2]:
+            proven.add((first, last))
         new_stage, new_devices = search.expand(window, stage_of, devices, solution)
         new_times, valid = search.scorer.stage_times(new_stage, new_devices)
         if valid and _leximax_better(new_times, times) and _checked(instance, new_stage, new_devices):
             stage_of, devices, times = new_stage, new_devices, new_times
-            closed.clear()
+            proven.clear()
+            tried.clear()
+            search.work = _WINDOW_WORK
             settings.report(
-                f"lns: window {first}-{last} ({len(window.sub_ops)} ops, {len(window.level.members)} after"
-                f" coarsening), bottleneck {times.max():.6g} s"
+                f"lns: stages {first}-{last} ({len(window.sub_ops)} ops, {len(window.level.members)} after"
+                f" coarsening): bottleneck {times.max():.6g} s"
             )
     placement = Placement(tuple(stage_of.tolist()), tuple(devices.tolist()))
-    final = float(times.max())
-    if final < initial * (1 - _RELATIVE) or placement != start:
-        start_latency = float(
-            search.scorer.stage_times(np.asarray(start.stage_of), np.asarray(start.devices))[0].sum()
-        )
-        if (final, float(times.sum())) >= (initial, start_latency) or not _checked(
-            instance, stage_of, devices, always=True
-        ):
-            placement = start
+    key = (float(times.max()), float(times.sum()))
+    if placement != start and (
+        key >= (float(initial.max()), float(initial.sum()))
+        or not _checked(instance, stage_of, devices, always=True)
+    ):
+        placement = start
     improved = placement != start
-    notes.append(
-        f"lns: {search.windows} windows solved; bottleneck {initial:.6g} s → {min(final, initial):.6g} s"
+    summary = f"lns: {search.windows} windows searched, {len(proven)} proven locally optimal; bottleneck"
+    summary += (
+        f" {initial.max():.6g} s → {times.max():.6g} s"
         if improved
-        else f"lns: {search.windows} windows solved; no improvement on {initial:.6g} s"
+        else f" {initial.max():.6g} s not improved"
     )
-    return PolishReport(placement, improved, search.windows, tuple(notes))
+    settings.report(summary)
+    return PolishReport(placement, improved, search.windows, (summary,))
 
 
 def _checked(instance: Instance, stage_of: np.ndarray, devices: np.ndarray, *, always: bool = False) -> bool:
