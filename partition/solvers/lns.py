@@ -66,6 +66,7 @@ from .base import Settings
 from .cp_sat import StageModel, model_unit, solver_parameters
 
 _WINDOW_OPS = 400  # coarsen a window with more ops than this
+_COARSENING_ROUNDS = 4  # grains tried (each 4× the last) to bring a window down to _WINDOW_OPS
 _MAX_WIDTH = 8  # widest window, in stages
 _FOCUS_STAGES = 3  # windows are centred on the slowest few stages
 _MIN_WINDOW_SECONDS = 0.3  # less time left than this: stop
@@ -256,24 +257,26 @@ class _Polisher:
 
     @staticmethod
     def _coarsen(sub: Instance, stage_of_sub: np.ndarray, fixed: set[int]) -> Coarsening:
-        """The exact contractions, then (large windows) module blocks and sibling bundles, each
-        group split by incumbent stage (so the incumbent remains a solution) and fixed ops alone."""
+        """The exact contractions, then (large windows) module blocks and sibling bundles with a
+        grain that grows until at most ``_WINDOW_OPS`` ops remain; each group is split by incumbent
+        stage (so the incumbent remains a solution) and fixed ops stay alone."""
         level = coarsen_exact(sub)
-        if len(level.members) <= _WINDOW_OPS:
-            return level
         finite = np.where(np.isfinite(sub.costs.times), sub.costs.times, 0.0).max(axis=1)
         grain = float(finite[[v for v in range(len(sub.graph.ops)) if v not in fixed]].sum()) / _WINDOW_OPS
-        for contraction in (module_groups, sibling_groups):
-            groups = contraction(level.instance, grain)
-            split: list[list[int]] = []
-            for group in groups:
-                parts: dict[tuple[int, int], list[int]] = {}
-                for c in group:
-                    member = level.members[c][0]
-                    key = (-1, member) if member in fixed else (int(stage_of_sub[member]), -1)
-                    parts.setdefault(key, []).append(c)
-                split.extend(parts.values())
-            level = level.then(split, exact=False)
+        for _ in range(_COARSENING_ROUNDS):
+            if len(level.members) <= _WINDOW_OPS:
+                break
+            for contraction in (module_groups, sibling_groups):
+                split: list[list[int]] = []
+                for group in contraction(level.instance, grain):
+                    parts: dict[tuple[int, int], list[int]] = {}
+                    for c in group:
+                        member = level.members[c][0]
+                        key = (-1, member) if member in fixed else (int(stage_of_sub[member]), -1)
+                        parts.setdefault(key, []).append(c)
+                    split.extend(parts.values())
+                level = level.then(split, exact=False)
+            grain *= 4
         return level
 
     def solve_window(self, window: _Window, devices: np.ndarray) -> tuple[list[int], list[int], bool] | None:
