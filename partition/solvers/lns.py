@@ -6,8 +6,8 @@ keep their devices; the window's ops may move to any window stage (precedence ke
 stage keeps at least one op, so the stage count is unchanged), and each window stage may take a
 device of any class (type × host, :mod:`._stage_model`) that no stage outside the window holds:
 device swaps among the window's stages and swaps with idle devices are part of the neighbourhood.
-Windows are tried around the slowest stages, narrowest first (the bottleneck stage and one
-neighbour), widening (up to ``_MAX_WIDTH`` stages) while nothing improves, and searched longer
+Windows are tried around the slowest stages, narrowest first (each of the slowest stages and
+one neighbour), widening (up to ``_MAX_WIDTH`` stages) while nothing improves, and searched longer
 (twice the effort) once every window failed but not all were proven; before each window a cheap
 exact move gives the bottleneck stage any other stage's device (a swap) or an idle device.
 The polish ends at the deadline or when every window is proven to hold nothing better.
@@ -66,12 +66,12 @@ from .base import Settings
 from .cp_sat import StageModel, model_unit, solver_parameters
 
 _WINDOW_OPS = 400  # coarsen a window with more ops than this
-_COARSENING_ROUNDS = 4  # grains tried (each 4× the last) to bring a window down to _WINDOW_OPS
+_COARSENING_ROUNDS = 8  # grains tried (each twice the last) to bring a window down to _WINDOW_OPS
 _MAX_WIDTH = 8  # widest window, in stages
 _FOCUS_STAGES = 3  # windows are centred on the slowest few stages
 _MIN_WINDOW_SECONDS = 0.3  # less time left than this: stop
 _BUILD_SECONDS_PER_OP = 2e-3  # first guess at building and hinting a window model, per window op
-_WINDOW_WORK = 2.0  # CP-SAT deterministic time per window (repeatable, unlike wall time), doubled
+_WINDOW_WORK = 1.0  # CP-SAT deterministic time per window (repeatable, unlike wall time), doubled
 _MAX_WINDOW_SECONDS = 5.0  # when every open window failed; the wall-clock cap is this + 3 × that
 _EVALUATE_OPS = 20_000  # independent evaluator on every acceptance up to this many ops
 _RELATIVE = 1e-9  # stage times closer than this (relative) are equal
@@ -276,7 +276,7 @@ class _Polisher:
                         parts.setdefault(key, []).append(c)
                     split.extend(parts.values())
                 level = level.then(split, exact=False)
-            grain *= 4
+            grain *= 2
         return level
 
     def solve_window(self, window: _Window, devices: np.ndarray) -> tuple[list[int], list[int], bool] | None:
@@ -389,13 +389,14 @@ class _Polisher:
         return best
 
     def windows_around(self, times: np.ndarray) -> list[tuple[int, int]]:
-        """Windows to try, in order: around each of the slowest stages, narrowest first."""
+        """Windows to try, in order: narrowest first, each width around the slowest stages first."""
         count = len(times)
+        focus = np.argsort(-times, kind="stable")[:_FOCUS_STAGES].tolist()
         found: list[tuple[int, int]] = []
-        for focus in np.argsort(-times, kind="stable")[:_FOCUS_STAGES].tolist():
-            for width in range(2, min(count, _MAX_WIDTH) + 1):
-                starts = range(max(0, focus - width + 1), min(focus, count - width) + 1)
-                for a in sorted(starts, key=lambda a: (abs(2 * a + width - 1 - 2 * focus), a)):
+        for width in range(2, min(count, _MAX_WIDTH) + 1):
+            for centre in focus:
+                starts = range(max(0, centre - width + 1), min(centre, count - width) + 1)
+                for a in sorted(starts, key=lambda a: (abs(2 * a + width - 1 - 2 * centre), a)):
                     if (a, a + width - 1) not in found:
                         found.append((a, a + width - 1))
         return found
@@ -438,6 +439,11 @@ def polish(instance: Instance, start: Placement, settings: Settings, deadline: f
         search.windows += 1
         solution = search.solve_window(window, devices)
         tried.add((first, last))
+        outcome = "nothing in time" if solution is None else "optimal" if solution[2] else "feasible"
+        settings.report(
+            f"lns: stages {first}-{last} ({len(window.sub_ops)} ops, {len(window.level.members)} after"
+            f" coarsening, effort {search.work:g}): {outcome}"
+        )
         if solution is None:
             continue
         if solution[2]:
@@ -449,10 +455,7 @@ def polish(instance: Instance, start: Placement, settings: Settings, deadline: f
             proven.clear()
             tried.clear()
             search.work = _WINDOW_WORK
-            settings.report(
-                f"lns: stages {first}-{last} ({len(window.sub_ops)} ops, {len(window.level.members)} after"
-                f" coarsening): bottleneck {times.max():.6g} s"
-            )
+            settings.report(f"lns: improved, bottleneck {times.max():.6g} s")
     placement = Placement(tuple(stage_of.tolist()), tuple(devices.tolist()))
     key = (float(times.max()), float(times.sum()))
     if placement != start and (
