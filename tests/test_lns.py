@@ -79,7 +79,7 @@ def _moe_instance(stages: int) -> partition.Instance:
 def test_a_large_window_is_coarsened_and_its_hint_is_the_incumbent() -> None:
     instance = _moe_instance(3)
     start = partition.solve(instance, "balanced-time").placement
-    search = _Polisher(instance, Settings(), time.perf_counter() + 10)
+    search = _Polisher(instance, Settings(), time.perf_counter() + 10, None)
     stage_of, devices = np.asarray(start.stage_of), np.asarray(start.devices)
     window = search.window(stage_of, devices, 0, 1)
     in_window = int((stage_of <= 1).sum())

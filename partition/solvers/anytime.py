@@ -543,7 +543,9 @@ class Anytime(Solver):
             search.refine(search.best_order, search.best_hosts)
         polished: tuple[str, ...] = ()
         if search.best_placement is not None:
-            report = polish(search.fine.instance, search.best_placement, settings, search.end)
+            report = polish(
+                search.fine.instance, search.best_placement, settings, search.end, search.fine_scorer
+            )
             search.offer_fine(report.placement)
             polished = report.notes
         search.report("done")

@@ -74,6 +74,7 @@ _BUILD_SECONDS_PER_OP = 2e-3  # first guess at building and hinting a window mod
 _WINDOW_WORK = 1.0  # CP-SAT deterministic time per window (repeatable, unlike wall time), doubled
 _MAX_WINDOW_SECONDS = 5.0  # when every open window failed; the wall-clock cap is this + 3 × that
 _EVALUATE_OPS = 20_000  # independent evaluator on every acceptance up to this many ops
+_EVALUATE_SECONDS_PER_OP = 1.5e-5  # the evaluator's pace (110k ops in ~1.1 s on 2 shared cores)
 _RELATIVE = 1e-9  # stage times closer than this (relative) are equal
 
 
@@ -113,14 +114,15 @@ def _leximax_better(new: np.ndarray, old: np.ndarray) -> bool:
 class _Polisher:
     """One polish run: the instance's arrays, the incumbent, the deadline."""
 
-    def __init__(self, instance: Instance, settings: Settings, deadline: float) -> None:
+    def __init__(
+        self, instance: Instance, settings: Settings, deadline: float, scorer: Scorer | None
+    ) -> None:
         self.instance = instance
         self.settings = settings
         self.deadline = deadline
-        self.tensors = TensorArrays.of(instance)
-        self.scorer = Scorer(instance, self.tensors)
+        self.scorer = scorer or Scorer(instance, TensorArrays.of(instance))
         self.names = [t.name for t in instance.graph.tensors if t.producer is not None]
-        self.pair_producer = self.tensors.producer[self.tensors.pair_tensor]
+        self.pair_producer = self.scorer.producer[self.scorer.pair_tensor]
         cluster = instance.cluster
         self.class_of_device = np.zeros(len(cluster.devices), dtype=np.int64)
         self.classes: list[list[int]] = []
@@ -156,10 +158,10 @@ class _Polisher:
         outer = ~inside[moved.source] & ~inside[moved.target]
         fixed_comm = np.bincount(moved.target[outer], moved.cost[outer], minlength=count)
         if self.scorer.once:
-            worst = np.zeros(len(self.tensors.bytes))
+            worst = np.zeros(len(self.scorer.bytes))
             np.maximum.at(worst, moved.tensor[outer], moved.cost[outer])
             sent = np.unique(moved.tensor[outer])
-            fixed_comm += np.bincount(stage_of[self.tensors.producer[sent]], worst[sent], minlength=count)
+            fixed_comm += np.bincount(stage_of[self.scorer.producer[sent]], worst[sent], minlength=count)
         else:
             fixed_comm += np.bincount(moved.source[outer], moved.cost[outer], minlength=count)
         talking = np.union1d(
@@ -187,18 +189,18 @@ class _Polisher:
         def end(v: int) -> str:
             return graph.ops[v].id if in_window[v] else fixed_id[int(stage_of[v])]
 
-        rows = np.flatnonzero(in_window[self.pair_producer] | in_window[self.tensors.pair_consumer])
+        rows = np.flatnonzero(in_window[self.pair_producer] | in_window[self.scorer.pair_consumer])
         consumers: dict[int, dict[str, None]] = {}
         for row in rows.tolist():
-            consumers.setdefault(int(self.tensors.pair_tensor[row]), {})[
-                end(int(self.tensors.pair_consumer[row]))
+            consumers.setdefault(int(self.scorer.pair_tensor[row]), {})[
+                end(int(self.scorer.pair_consumer[row]))
             ] = None
         tensors = []
         for i, targets in consumers.items():
-            producer = end(int(self.tensors.producer[i]))
+            producer = end(int(self.scorer.producer[i]))
             targets.pop(producer, None)
             if targets:
-                tensors.append(Tensor(self.names[i], float(self.tensors.bytes[i]), producer, tuple(targets)))
+                tensors.append(Tensor(self.names[i], float(self.scorer.bytes[i]), producer, tuple(targets)))
         weights = {w: graph.weights[w] for v in ops for w in graph.ops[v].weights}
         sub_graph = OpGraph(f"{graph.name}[{first}:{last + 1}]", tuple(ops_list), tuple(tensors), weights)
 
@@ -402,10 +404,18 @@ class _Polisher:
         return found
 
 
-def polish(instance: Instance, start: Placement, settings: Settings, deadline: float) -> PolishReport:
+def polish(
+    instance: Instance, start: Placement, settings: Settings, deadline: float, scorer: Scorer | None = None
+) -> PolishReport:
     """Improve ``start`` by large-neighbourhood search until ``deadline`` (``perf_counter`` time)
-    or until every window around the slowest stages is proven to hold nothing better."""
-    search = _Polisher(instance, settings, deadline)
+    or until every window around the slowest stages is proven to hold nothing better.
+
+    ``scorer``: the instance's :class:`~._scoring.Scorer` when the caller has one (saves building
+    it again on large graphs).
+    """
+    if len(instance.graph.ops) > _EVALUATE_OPS:  # leave time for the evaluator's final check
+        deadline -= len(instance.graph.ops) * _EVALUATE_SECONDS_PER_OP
+    search = _Polisher(instance, settings, deadline, scorer)
     stage_of = np.asarray(start.stage_of, dtype=np.int64)
     devices = np.asarray(start.devices, dtype=np.int64)
     times, valid = search.scorer.stage_times(stage_of, devices)
