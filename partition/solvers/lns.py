@@ -30,9 +30,10 @@ Exact but for two documented cases: in ``once`` mode a tensor made outside and s
 the window and elsewhere is charged max(outside) + max(window) instead of the max of both (an
 over-estimate), and the fixed stages' memory is not modelled (it is constant: their buffers for
 window traffic exist whatever the window does). A window of more than ``_WINDOW_OPS`` ops is
-coarsened first (exact contractions of :mod:`partition.coarsen`, then module blocks and
-parallel-sibling bundles, each group split by incumbent stage so the incumbent stays a solution
-and the hint), so the sub-problem is built from the window's ops only, whatever the graph's size.
+coarsened first: after the exact contractions of :mod:`partition.coarsen`, each window stage
+keeps a band of ops free at each end and its core (with every op on a path inside it) becomes
+one op, so moves concentrate at the stage boundaries, the incumbent stays a solution (and the
+hint), and the sub-problem is built from the window's ops only, whatever the graph's size.
 
 **Acceptance.** A candidate replaces the incumbent when its stage times sorted largest first are
 lexicographically smaller (the bottleneck never rises; a tie at the bottleneck is broken stage
@@ -54,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.sat.python import cp_model
 
-from ..coarsen import Coarsening, coarsen_exact, module_groups, sibling_groups
+from ..coarsen import Coarsening, coarsen_exact
 from ..costs import CostTable
 from ..evaluator import evaluate
 from ..graph import Op, OpGraph, Tensor
@@ -66,7 +67,6 @@ from .base import Settings
 from .cp_sat import StageModel, model_unit, solver_parameters
 
 _WINDOW_OPS = 400  # coarsen a window with more ops than this
-_COARSENING_ROUNDS = 8  # grains tried (each twice the last) to bring a window down to _WINDOW_OPS
 _MAX_WIDTH = 8  # widest window, in stages
 _FOCUS_STAGES = 3  # windows are centred on the slowest few stages
 _MIN_WINDOW_SECONDS = 0.3  # less time left than this: stop
@@ -259,27 +259,38 @@ class _Polisher:
 
     @staticmethod
     def _coarsen(sub: Instance, stage_of_sub: np.ndarray, fixed: set[int]) -> Coarsening:
-        """The exact contractions, then (large windows) module blocks and sibling bundles with a
-        grain that grows until at most ``_WINDOW_OPS`` ops remain; each group is split by incumbent
-        stage (so the incumbent remains a solution) and fixed ops stay alone."""
+        """The exact contractions; then, in a window of more than ``_WINDOW_OPS`` ops, each window
+        stage keeps a *band* of ops free at each of its ends: its other ops (its core, in the
+        graph's topological order) and every op on a path between two of them become one op. A
+        core's hull lies inside its stage (stages are monotone along edges), so it is convex and
+        the incumbent remains a solution; the core may still move as a whole."""
         level = coarsen_exact(sub)
-        finite = np.where(np.isfinite(sub.costs.times), sub.costs.times, 0.0).max(axis=1)
-        grain = float(finite[[v for v in range(len(sub.graph.ops)) if v not in fixed]].sum()) / _WINDOW_OPS
-        for _ in range(_COARSENING_ROUNDS):
-            if len(level.members) <= _WINDOW_OPS:
-                break
-            for contraction in (module_groups, sibling_groups):
-                split: list[list[int]] = []
-                for group in contraction(level.instance, grain):
-                    parts: dict[tuple[int, int], list[int]] = {}
-                    for c in group:
-                        member = level.members[c][0]
-                        key = (-1, member) if member in fixed else (int(stage_of_sub[member]), -1)
-                        parts.setdefault(key, []).append(c)
-                    split.extend(parts.values())
-                level = level.then(split, exact=False)
-            grain *= 2
-        return level
+        count = len(level.members)
+        if count <= _WINDOW_OPS:
+            return level
+        stage = np.array([stage_of_sub[m[0]] for m in level.members])
+        movable = np.array([m[0] not in fixed for m in level.members])
+        window_stages = sorted(set(stage[movable].tolist()))
+        band = max(1, _WINDOW_OPS // (2 * len(window_stages)))
+        edges = level.instance.graph.edges  # sorted by producer: a forward pass sees each op's inputs first
+        groups: list[list[int]] = []
+        in_core = np.zeros(count, dtype=bool)
+        for j in window_stages:
+            members = np.flatnonzero((stage == j) & movable)
+            if len(members) <= 2 * band + 1:
+                continue
+            below = np.zeros(count, dtype=bool)
+            below[members[band : len(members) - band]] = True
+            above = below.copy()
+            for u, v in edges:
+                below[v] |= below[u]
+            for u, v in reversed(edges):
+                above[u] |= above[v]
+            hull = np.flatnonzero(below & above)
+            groups.append(hull.tolist())
+            in_core[hull] = True
+        groups += [[c] for c in np.flatnonzero(~in_core).tolist()]
+        return level.then(groups, exact=False)
 
     def solve_window(self, window: _Window, devices: np.ndarray) -> tuple[list[int], list[int], bool] | None:
         """CP-SAT on the window: each coarse op's sub-stage, a device of the class each sub-stage
