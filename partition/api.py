@@ -33,9 +33,11 @@ _AUTO_ANYTIME_OPS = 2_000  # beyond this the CP-SAT model (ops × stages boolean
 _ORDER_DP_OPS = 4_000  # the order DP's dense (n+1)² tables
 AUTO_TIME_LIMIT = 60.0  # seconds ``auto`` spends when the user gives no limit
 _MIN_POLISH_SECONDS = 1.0  # below this CP-SAT rarely gets past building its model
-# Above this many ops CP-SAT's whole model rarely improves its warm start in a minute (CLIP, T5):
-# under ``auto`` it gets this share of the time, the large-neighbourhood polish the rest.
-_AUTO_SHARED_OPS = 500
+# Above this many ops CP-SAT's whole model rarely improves its warm start in a minute (CLIP, T5:
+# bench/lns_measurements.md): ``auto`` runs anytime there (it ends with the large-neighbourhood
+# polish) instead of CP-SAT.
+_AUTO_CP_SAT_OPS = 500
+# After ideal-dp, CP-SAT gets this share of the time left and the large-neighbourhood polish the rest.
 _AUTO_CP_SAT_SHARE = 0.4
 
 
@@ -148,6 +150,11 @@ def _choose_solver(instance: Instance) -> tuple[str, str]:
     count = ideal_count(instance, _AUTO_IDEAL_LIMIT)
     if count is not None:
         return "ideal-dp", f"auto: ideal-dp ({count} ideals)"
+    if ops > _AUTO_CP_SAT_OPS:
+        return "anytime", (
+            f"auto: anytime (more than {_AUTO_IDEAL_LIMIT} ideals and {ops} ops, more than {_AUTO_CP_SAT_OPS}"
+            " for cp-sat's whole model)"
+        )
     return "cp-sat", f"auto: cp-sat (more than {_AUTO_IDEAL_LIMIT} ideals, too many for ideal-dp)"
 
 
@@ -257,11 +264,11 @@ def solve(
             math.inf,
             notes=(reason,),
         )
-    share = _AUTO_CP_SAT_SHARE if auto and len(instance.graph.ops) > _AUTO_SHARED_OPS else 1.0
-    first = replace(settings, time_limit=time_limit * share) if name == "cp-sat" and share < 1 else settings
-    name, outcome, fallback_notes = _run_solver(instance, name, first, auto)
+    name, outcome, fallback_notes = _run_solver(instance, name, settings, auto)
     if auto and name == "ideal-dp":
-        name, outcome, polish_notes = _polish_with_cp_sat(instance, outcome, bound, settings, started, share)
+        name, outcome, polish_notes = _polish_with_cp_sat(
+            instance, outcome, bound, settings, started, _AUTO_CP_SAT_SHARE
+        )
         fallback_notes = (*fallback_notes, *polish_notes)
     if auto and name != "anytime":  # the anytime search ends with the same polish
         outcome, polish_notes = _polish_with_lns(instance, outcome, bound, settings, started)
