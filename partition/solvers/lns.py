@@ -487,7 +487,7 @@ def polish(
     improved = placement != start
     summary = f"lns: {search.windows} windows searched, {len(proven)} proven locally optimal; bottleneck"
     summary += (
-        f" {initial.max():.6g} s → {times.max():.6g} s"
+        f" {initial.max():.6g} s → {times.max():.6g} s (latency {initial.sum():.6g} s → {times.sum():.6g} s)"
         if improved
         else f" {initial.max():.6g} s not improved"
     )
