@@ -62,7 +62,7 @@ from ..graph import Op, OpGraph, Tensor
 from ..instance import CommMode, Instance, Options
 from ..placement import Placement
 from ._scoring import Scorer, TensorArrays
-from ._stage_model import OutOfTime, stage_model_data
+from ._stage_model import OutOfTime, device_classes, stage_model_data
 from .base import Settings
 from .cp_sat import StageModel, model_unit, solver_parameters
 
@@ -80,7 +80,7 @@ _RELATIVE = 1e-9  # stage times closer than this (relative) are equal
 
 @dataclass(frozen=True)
 class PolishReport:
-    """What a polish did: the placement it returns and one line of progress per improvement."""
+    """What a polish did: the placement (the start if nothing better was found) and a summary."""
 
     placement: Placement
     improved: bool
@@ -123,17 +123,10 @@ class _Polisher:
         self.scorer = scorer or Scorer(instance, TensorArrays.of(instance))
         self.names = [t.name for t in instance.graph.tensors if t.producer is not None]
         self.pair_producer = self.scorer.producer[self.scorer.pair_tensor]
-        cluster = instance.cluster
-        self.class_of_device = np.zeros(len(cluster.devices), dtype=np.int64)
-        self.classes: list[list[int]] = []
-        members: dict[tuple[int, int], int] = {}
-        for d, device in enumerate(cluster.devices):
-            key = (cluster.type_index[d], device.host)
-            if key not in members:
-                members[key] = len(self.classes)
-                self.classes.append([])
-            self.classes[members[key]].append(d)
-            self.class_of_device[d] = members[key]
+        self.classes = device_classes(instance.cluster)
+        self.class_of_device = np.zeros(len(instance.cluster.devices), dtype=np.int64)
+        for c, cls in enumerate(self.classes):
+            self.class_of_device[list(cls.devices)] = c
         self.windows = 0
         self.build_seconds_per_op = _BUILD_SECONDS_PER_OP  # the slowest build seen so far
         self.work = _WINDOW_WORK  # deterministic seconds per window search, doubled when all fail
@@ -370,7 +363,7 @@ class _Polisher:
         for r, c in wanted.items():
             if r in keep:
                 continue
-            d = next(d for d in self.classes[c] if d not in taken)
+            d = next(d for d in self.classes[c].devices if d not in taken)
             new_devices[r] = d
             taken.add(d)
         return new_stage, new_devices
