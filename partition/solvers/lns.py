@@ -10,7 +10,9 @@ Windows are tried around the slowest stages, narrowest first (each of the slowes
 one neighbour), widening (up to ``_MAX_WIDTH`` stages) while nothing improves, and searched longer
 (twice the effort) once every window failed but not all were proven; before each window a cheap
 exact move gives the bottleneck stage any other stage's device (a swap) or an idle device.
-The polish ends at the deadline or when every window is proven to hold nothing better.
+Once every window around them is proven to hold nothing better, windows centre on twice as many
+stages (improving a stage that is not the slowest can still open moves for the slowest, see
+Acceptance). The polish ends at the deadline or when every window is proven.
 
 **Sub-problem.** The window's ops, plus one *fixed op* per outside stage that exchanges tensors
 with the window, form a small instance whose stages are the window's and those outside stages,
@@ -68,7 +70,7 @@ from .cp_sat import StageModel, model_unit, solver_parameters
 
 _WINDOW_OPS = 400  # coarsen a window with more ops than this
 _MAX_WIDTH = 8  # widest window, in stages
-_FOCUS_STAGES = 3  # windows are centred on the slowest few stages
+_FOCUS_STAGES = 3  # windows are centred on the slowest few stages (twice as many once all are proven)
 _MIN_WINDOW_SECONDS = 0.3  # less time left than this: stop
 _BUILD_SECONDS_PER_OP = 2e-3  # first guess at building and hinting a window model, per window op
 _WINDOW_WORK = 1.0  # CP-SAT deterministic time per window (repeatable, unlike wall time), doubled
@@ -130,6 +132,7 @@ class _Polisher:
         self.windows = 0
         self.build_seconds_per_op = _BUILD_SECONDS_PER_OP  # the slowest build seen so far
         self.work = _WINDOW_WORK  # deterministic seconds per window search, doubled when all fail
+        self.focus = _FOCUS_STAGES  # windows centre on this many of the slowest stages
 
     def affordable(self, ops: int) -> bool:
         """Time is left to build a window of ``ops`` ops and search it a little (builds cannot
@@ -397,7 +400,7 @@ class _Polisher:
     def windows_around(self, times: np.ndarray) -> list[tuple[int, int]]:
         """Windows to try, in order: narrowest first, each width around the slowest stages first."""
         count = len(times)
-        focus = np.argsort(-times, kind="stable")[:_FOCUS_STAGES].tolist()
+        focus = np.argsort(-times, kind="stable")[: self.focus].tolist()
         found: list[tuple[int, int]] = []
         for width in range(2, min(count, _MAX_WIDTH) + 1):
             for centre in focus:
@@ -435,12 +438,15 @@ def polish(
             times, _ = search.scorer.stage_times(stage_of, devices)
             proven.clear()
             tried.clear()
-            search.work = _WINDOW_WORK
+            search.work, search.focus = _WINDOW_WORK, _FOCUS_STAGES
             settings.report(f"lns: device swap, bottleneck {times.max():.6g} s")
             continue
         around = [w for w in search.windows_around(times) if w not in proven]
-        if not around:
-            break
+        if not around:  # every window around the slowest stages is proven: centre on more stages
+            if search.focus >= len(devices):
+                break
+            search.focus *= 2
+            continue
         todo = [w for w in around if w not in tried]
         if not todo:  # every open window failed at this effort: search them longer
             search.work *= 2
@@ -468,7 +474,7 @@ def polish(
             stage_of, devices, times = new_stage, new_devices, new_times
             proven.clear()
             tried.clear()
-            search.work = _WINDOW_WORK
+            search.work, search.focus = _WINDOW_WORK, _FOCUS_STAGES
             settings.report(f"lns: improved, bottleneck {times.max():.6g} s")
     placement = Placement(tuple(stage_of.tolist()), tuple(devices.tolist()))
     key = (float(times.max()), float(times.sum()))
