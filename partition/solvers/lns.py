@@ -12,7 +12,8 @@ one neighbour), widening (up to ``_MAX_WIDTH`` stages) while nothing improves, a
 exact move gives the bottleneck stage any other stage's device (a swap) or an idle device.
 Once every window around them is proven to hold nothing better, windows centre on twice as many
 stages (improving a stage that is not the slowest can still open moves for the slowest, see
-Acceptance). The polish ends at the deadline or when every window is proven.
+Acceptance), and then coarsened windows keep twice as many ops free. The polish ends at the
+deadline or when every window is proven.
 
 **Sub-problem.** The window's ops, plus one *fixed op* per outside stage that exchanges tensors
 with the window, form a small instance whose stages are the window's and those outside stages,
@@ -68,7 +69,8 @@ from ._stage_model import OutOfTime, device_classes, stage_model_data
 from .base import Settings
 from .cp_sat import StageModel, model_unit, solver_parameters
 
-_WINDOW_OPS = 400  # coarsen a window with more ops than this
+_WINDOW_OPS = 400  # coarsen a window with more ops than this ...
+_MAX_WINDOW_OPS = 3200  # ... doubled, up to this, once every window is proven with cores contracted
 _MAX_WIDTH = 8  # widest window, in stages
 _FOCUS_STAGES = 3  # windows are centred on the slowest few stages (twice as many once all are proven)
 _MIN_WINDOW_SECONDS = 0.3  # less time left than this: stop
@@ -133,6 +135,7 @@ class _Polisher:
         self.build_seconds_per_op = _BUILD_SECONDS_PER_OP  # the slowest build seen so far
         self.work = _WINDOW_WORK  # deterministic seconds per window search, doubled when all fail
         self.focus = _FOCUS_STAGES  # windows centre on this many of the slowest stages
+        self.window_ops = _WINDOW_OPS  # ops a window keeps free before its stage cores are contracted
 
     def affordable(self, ops: int) -> bool:
         """Time is left to build a window of ``ops`` ops and search it a little (builds cannot
@@ -253,21 +256,20 @@ class _Polisher:
             Placement(tuple(coarse_stage.tolist()), tuple(int(devices[r]) for r in stages)),
         )
 
-    @staticmethod
-    def _coarsen(sub: Instance, stage_of_sub: np.ndarray, fixed: set[int]) -> Coarsening:
-        """The exact contractions; then, in a window of more than ``_WINDOW_OPS`` ops, each window
+    def _coarsen(self, sub: Instance, stage_of_sub: np.ndarray, fixed: set[int]) -> Coarsening:
+        """The exact contractions; then, in a window of more than ``self.window_ops`` ops, each window
         stage keeps a *band* of ops free at each of its ends: its other ops (its core, in the
         graph's topological order) and every op on a path between two of them become one op. A
         core's hull lies inside its stage (stages are monotone along edges), so it is convex and
         the incumbent remains a solution; the core may still move as a whole."""
         level = coarsen_exact(sub)
         count = len(level.members)
-        if count <= _WINDOW_OPS:
+        if count <= self.window_ops:
             return level
         stage = np.array([stage_of_sub[m[0]] for m in level.members])
         movable = np.array([m[0] not in fixed for m in level.members])
         window_stages = sorted(set(stage[movable].tolist()))
-        band = max(1, _WINDOW_OPS // (2 * len(window_stages)))
+        band = max(1, self.window_ops // (2 * len(window_stages)))
         edges = level.instance.graph.edges  # sorted by producer: a forward pass sees each op's inputs first
         groups: list[list[int]] = []
         in_core = np.zeros(count, dtype=bool)
@@ -430,6 +432,7 @@ def polish(
         return PolishReport(start, False, 0, ())
     initial = times
     proven: set[tuple[int, int]] = set()  # windows proven to hold nothing better for this incumbent
+    coarse: set[tuple[int, int]] = set()  # those of them proven only with their stage cores contracted
     tried: set[tuple[int, int]] = set()  # windows searched at the current effort without success
     while search.remaining() > _MIN_WINDOW_SECONDS:
         swapped = search.swap_devices(stage_of, devices, times)
@@ -437,15 +440,21 @@ def polish(
             devices = swapped
             times, _ = search.scorer.stage_times(stage_of, devices)
             proven.clear()
+            coarse.clear()
             tried.clear()
-            search.work, search.focus = _WINDOW_WORK, _FOCUS_STAGES
+            search.work, search.focus, search.window_ops = _WINDOW_WORK, _FOCUS_STAGES, _WINDOW_OPS
             settings.report(f"lns: device swap, bottleneck {times.max():.6g} s")
             continue
         around = [w for w in search.windows_around(times) if w not in proven]
         if not around:  # every window around the slowest stages is proven: centre on more stages
-            if search.focus >= len(devices):
+            if search.focus < len(devices):
+                search.focus *= 2
+            elif coarse and search.window_ops < _MAX_WINDOW_OPS:  # free twice as many ops
+                search.window_ops *= 2
+                proven -= coarse
+                coarse.clear()
+            else:
                 break
-            search.focus *= 2
             continue
         todo = [w for w in around if w not in tried]
         if not todo:  # every open window failed at this effort: search them longer
@@ -468,13 +477,16 @@ def polish(
             continue
         if solution[2]:
             proven.add((first, last))
+            if not window.level.exact:
+                coarse.add((first, last))
         new_stage, new_devices = search.expand(window, stage_of, devices, solution)
         new_times, valid = search.scorer.stage_times(new_stage, new_devices)
         if valid and _leximax_better(new_times, times) and _checked(instance, new_stage, new_devices):
             stage_of, devices, times = new_stage, new_devices, new_times
             proven.clear()
+            coarse.clear()
             tried.clear()
-            search.work, search.focus = _WINDOW_WORK, _FOCUS_STAGES
+            search.work, search.focus, search.window_ops = _WINDOW_WORK, _FOCUS_STAGES, _WINDOW_OPS
             settings.report(f"lns: improved, bottleneck {times.max():.6g} s")
     placement = Placement(tuple(stage_of.tolist()), tuple(devices.tolist()))
     key = (float(times.max()), float(times.sum()))
