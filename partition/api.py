@@ -25,6 +25,7 @@ from .instance import CommMode, Instance, Options, build_instance, load_instance
 from .placement import Result, Status
 from .solvers import Outcome, Settings, get_solver
 from .solvers.ideal_dp import ideal_count
+from .solvers.lns import polish
 
 _OPTIMALITY_TOLERANCE = 1e-6
 _AUTO_IDEAL_LIMIT = 3_000  # ideal-dp takes ~15 s at 2 700 ideals and grows about quadratically
@@ -32,6 +33,12 @@ _AUTO_ANYTIME_OPS = 2_000  # beyond this the CP-SAT model (ops × stages boolean
 _ORDER_DP_OPS = 4_000  # the order DP's dense (n+1)² tables
 AUTO_TIME_LIMIT = 60.0  # seconds ``auto`` spends when the user gives no limit
 _MIN_POLISH_SECONDS = 1.0  # below this CP-SAT rarely gets past building its model
+# Above this many ops CP-SAT's whole model rarely improves its warm start in a minute (CLIP, T5:
+# bench/lns_measurements.md): ``auto`` runs anytime there (it ends with the large-neighbourhood
+# polish) instead of CP-SAT.
+_AUTO_CP_SAT_OPS = 500
+# After ideal-dp, CP-SAT gets this share of the time left and the large-neighbourhood polish the rest.
+_AUTO_CP_SAT_SHARE = 0.4
 
 
 def graph_from_networkx(graph: nx.DiGraph, name: str = "graph") -> OpGraph:
@@ -143,6 +150,11 @@ def _choose_solver(instance: Instance) -> tuple[str, str]:
     count = ideal_count(instance, _AUTO_IDEAL_LIMIT)
     if count is not None:
         return "ideal-dp", f"auto: ideal-dp ({count} ideals)"
+    if ops > _AUTO_CP_SAT_OPS:
+        return "anytime", (
+            f"auto: anytime (more than {_AUTO_IDEAL_LIMIT} ideals and {ops} ops, more than {_AUTO_CP_SAT_OPS}"
+            " for cp-sat's whole model)"
+        )
     return "cp-sat", f"auto: cp-sat (more than {_AUTO_IDEAL_LIMIT} ideals, too many for ideal-dp)"
 
 
@@ -166,12 +178,12 @@ def _run_solver(instance: Instance, name: str, settings: Settings, auto: bool) -
 
 
 def _polish_with_cp_sat(
-    instance: Instance, first: Outcome, bound: float, settings: Settings, started: float
+    instance: Instance, first: Outcome, bound: float, settings: Settings, started: float, share: float
 ) -> tuple[str, Outcome, tuple[str, ...]]:
-    """Under ``auto``, spend the time ideal-dp left on CP-SAT when ideal-dp did not close its gap
-    (its communication estimate is a lower one where links differ): keep the better placement
-    and the larger bound, both solvers' bounds being valid."""
-    remaining = (settings.time_limit or AUTO_TIME_LIMIT) - (time.perf_counter() - started)
+    """Under ``auto``, spend (``share`` of) the time ideal-dp left on CP-SAT when ideal-dp did not
+    close its gap (its communication estimate is a lower one where links differ): keep the better
+    placement and the larger bound, both solvers' bounds being valid."""
+    remaining = share * ((settings.time_limit or AUTO_TIME_LIMIT) - (time.perf_counter() - started))
     if first.placement is None or remaining < _MIN_POLISH_SECONDS:
         return "ideal-dp", first, ()
     incumbent = evaluate(instance, first.placement).bottleneck
@@ -193,6 +205,22 @@ def _polish_with_cp_sat(
         replace(first, lower_bound=lower),
         ("auto: cp-sat, run in the time left, did not improve",),
     )
+
+
+def _polish_with_lns(
+    instance: Instance, first: Outcome, bound: float, settings: Settings, started: float
+) -> tuple[Outcome, tuple[str, ...]]:
+    """Under ``auto``, spend the time left on the large-neighbourhood polish (:mod:`.solvers.lns`)
+    when the gap is still open; it returns a placement never worse than the one it starts from."""
+    deadline = started + (settings.time_limit or AUTO_TIME_LIMIT)
+    if first.placement is None or deadline - time.perf_counter() < _MIN_POLISH_SECONDS:
+        return first, ()
+    if evaluate(instance, first.placement).bottleneck <= max(bound, first.lower_bound) * (
+        1 + _OPTIMALITY_TOLERANCE
+    ):
+        return first, ()
+    report = polish(instance, first.placement, settings, deadline)
+    return replace(first, placement=report.placement), tuple(f"auto: {note}" for note in report.notes)
 
 
 def solve(
@@ -238,7 +266,12 @@ def solve(
         )
     name, outcome, fallback_notes = _run_solver(instance, name, settings, auto)
     if auto and name == "ideal-dp":
-        name, outcome, polish_notes = _polish_with_cp_sat(instance, outcome, bound, settings, started)
+        name, outcome, polish_notes = _polish_with_cp_sat(
+            instance, outcome, bound, settings, started, _AUTO_CP_SAT_SHARE
+        )
+        fallback_notes = (*fallback_notes, *polish_notes)
+    if auto and name != "anytime":  # the anytime search ends with the same polish
+        outcome, polish_notes = _polish_with_lns(instance, outcome, bound, settings, started)
         fallback_notes = (*fallback_notes, *polish_notes)
     implementation = get_solver(name)
     notes = (*((why,) if why else ()), *fallback_notes, *outcome.notes)

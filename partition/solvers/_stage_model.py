@@ -23,6 +23,7 @@ from functools import cached_property
 
 import numpy as np
 
+from ..cluster import Cluster
 from ..devices import LinkType
 from ..instance import CommMode, Instance
 from ..placement import Placement, Status
@@ -137,15 +138,20 @@ class StageModelData:
         return placement
 
 
-def stage_model_data(instance: Instance) -> StageModelData:
-    graph, cluster = instance.graph, instance.cluster
+def device_classes(cluster: Cluster) -> tuple[DeviceClass, ...]:
+    """The cluster's devices grouped into classes (one per type and host), in device order."""
     members: dict[tuple[int, int], list[int]] = {}
     for d, device in enumerate(cluster.devices):
         members.setdefault((cluster.type_index[d], device.host), []).append(d)
-    classes = tuple(
+    return tuple(
         DeviceClass(column, host, tuple(devices), cluster.memory(devices[0]))
         for (column, host), devices in members.items()
     )
+
+
+def stage_model_data(instance: Instance) -> StageModelData:
+    graph, cluster = instance.graph, instance.cluster
+    classes = device_classes(cluster)
     tensors = []
     for tensor in graph.tensors:
         if tensor.producer is None or not tensor.consumers:

@@ -35,27 +35,32 @@ Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
    cuts move to any fine boundary near the coarse ones (the banded DP runs there when the
    time left allows it). On small fine graphs the exact order DP
    (:func:`partition.solvers.order_dp.split_order`) over all device subsequences polishes it.
+5. **Large-neighbourhood polish** (:mod:`.lns`): CP-SAT re-solves windows of consecutive stages
+   around the bottleneck stage on the fine level, everything else fixed, in the time left
+   (at least ``_LNS_SHARE`` of the limit: steps 1–4 stop earlier to leave it).
 
 Lower bound: :func:`partition.aggregate_bound.aggregate_lower_bound` on the *original*
 instance (work over type-weighted aggregate speed plus a communication floor), valid however
 heuristic the coarsening. Deterministic for a fixed seed when the search converges (25
-generations without improvement) before the time limit; otherwise the result is the best found
+generations without improvement) and the polish runs out of windows before the time limit
+(each window's CP-SAT search is limited in deterministic time); otherwise the result is the best found
 when time ran out.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..aggregate_bound import aggregate_lower_bound
 from ..coarsen import Coarsening, coarsen_exact, module_groups, sibling_groups
 from ..graph import keyed_topological_order
-from ..instance import CommMode, Instance
+from ..instance import Instance
 from ..placement import Placement, Status
+from ._scoring import Scorer, TensorArrays
 from .base import Capabilities, Outcome, Scope, Settings, Solver
+from .lns import polish
 from .order_dp import split_order
 
 _DEFAULT_TIME_LIMIT = 20.0
@@ -63,96 +68,17 @@ _GRAIN = 0.02  # search-level ops at most this fraction of the ideal stage time
 _POLISH_WORK = 3e7  # run the exact order DP when n² · k · devices is below this
 _DP_CELLS = 2e6  # banded split DP cells (positions × band × stages) allowed per candidate of the search
 _DP_SECONDS_PER_CELL = 1.5e-7  # measured on 2 shared cores; sizes the DP of refinements to the time left
-_TOLERANCE = 1e-9
+_TOLERANCE = 1e-9  # the evaluator's memory slack
 _EVALUATE_SECONDS_PER_OP = 1.5e-5  # the independent evaluator and checks: 110k ops in ~1.1 s
 _COARSEN_SECONDS_PER_OP = 1.2e-4  # heuristic coarsening cost, measured on 2 shared cores (110k ops: 13 s)
 _STALL_GENERATIONS = 25  # the genetic search ends after this many generations without improvement
-
-
-@dataclass(frozen=True, eq=False)
-class _Tensors:
-    """Produced tensors as arrays: producer op, bytes, and one (tensor, consumer op) row per use."""
-
-    producer: np.ndarray
-    bytes: np.ndarray
-    pair_tensor: np.ndarray
-    pair_consumer: np.ndarray
-
-    @staticmethod
-    def of(instance: Instance) -> _Tensors:
-        graph = instance.graph
-        produced = [t for t in graph.tensors if t.producer is not None]
-        index = graph.index
-        return _Tensors(
-            np.array([index[t.producer] for t in produced], dtype=np.int64),
-            np.array([t.bytes for t in produced], dtype=float),
-            np.array([i for i, t in enumerate(produced) for _ in t.consumers], dtype=np.int64),
-            np.array([index[c] for t in produced for c in t.consumers], dtype=np.int64),
-        )
-
-
-class _Scorer:
-    """The evaluator's bottleneck, latency and validity, vectorised over ops and tensors."""
-
-    def __init__(self, instance: Instance, tensors: _Tensors) -> None:
-        graph, cluster = instance.graph, instance.cluster
-        self.times = instance.costs.times
-        self.type_of_device = np.asarray(cluster.type_index)
-        devices = range(len(cluster.devices))
-        self.latency = np.array([[cluster.link(a, b).latency for b in devices] for a in devices])
-        self.bandwidth = np.array([[cluster.link(a, b).bandwidth for b in devices] for a in devices])
-        self.capacity = np.array([cluster.memory(d) for d in devices])
-        self.producer, self.bytes = tensors.producer, tensors.bytes
-        self.pair_tensor, self.pair_consumer = tensors.pair_tensor, tensors.pair_consumer
-        names = {w: i for i, w in enumerate(graph.weights)}
-        self.weight_sizes = np.array([graph.weights[w] for w in graph.weights], dtype=float)
-        self.use_weight = np.array([names[w] for op in graph.ops for w in op.weights], dtype=np.int64)
-        self.use_op = np.array([v for v, op in enumerate(graph.ops) for _ in op.weights], dtype=np.int64)
-        self.working = graph.working_set
-        self.once = instance.options.comm_mode is CommMode.ONCE
-        self.overlap = instance.options.overlap
-
-    def score(self, stage_of: np.ndarray, devices: np.ndarray) -> tuple[float, float, bool]:
-        """(bottleneck, sum of stage times, valid) of a placement."""
-        s = len(devices)
-        column = self.type_of_device[devices]
-        compute = np.bincount(stage_of, self.times[np.arange(len(stage_of)), column[stage_of]], minlength=s)
-        source = stage_of[self.producer[self.pair_tensor]]
-        target = stage_of[self.pair_consumer]
-        crossing = source != target
-        keys = np.unique(self.pair_tensor[crossing] * s + target[crossing])
-        tensor, target = keys // s, keys % s
-        source = stage_of[self.producer[tensor]]
-        a, b = devices[source], devices[target]
-        cost = self.latency[a, b] + self.bytes[tensor] / self.bandwidth[a, b]
-        recv = np.bincount(target, cost, minlength=s)
-        if self.once:
-            worst = np.zeros(len(self.bytes))
-            np.maximum.at(worst, tensor, cost)
-            sent = np.unique(tensor)
-            send = np.bincount(stage_of[self.producer[sent]], worst[sent], minlength=s)
-        else:
-            sent = np.unique(tensor)
-            send = np.bincount(source, cost, minlength=s)
-        buffered = np.bincount(target, self.bytes[tensor], minlength=s) + np.bincount(
-            stage_of[self.producer[sent]], self.bytes[sent], minlength=s
-        )
-        used = np.unique(self.use_weight * s + stage_of[self.use_op])
-        params = np.bincount(used % s, self.weight_sizes[used // s], minlength=s)
-        working = np.zeros(s)
-        np.maximum.at(working, stage_of, self.working)
-        comm = send + recv
-        times = np.maximum(compute, comm) if self.overlap else compute + comm
-        fits = params + buffered + working <= self.capacity[devices] * (1 + _TOLERANCE)
-        nonempty = np.bincount(stage_of, minlength=s) > 0
-        valid = bool(fits.all() and nonempty.all() and np.isfinite(compute).all())
-        return float(times.max()), float(times.sum()), valid
+_LNS_SHARE = 0.35  # of the time limit kept for the large-neighbourhood polish (more if the search converges)
 
 
 class _Splitter:
     """Estimated stage costs of intervals of one order, and the bisection split."""
 
-    def __init__(self, instance: Instance, order: np.ndarray, tensors: _Tensors) -> None:
+    def __init__(self, instance: Instance, order: np.ndarray, tensors: TensorArrays) -> None:
         graph, cluster = instance.graph, instance.cluster
         n = len(order)
         position = np.empty(n, dtype=np.int64)
@@ -371,7 +297,7 @@ class _Splitter:
 
 
 def _polish(
-    scorer: _Scorer, order: np.ndarray, placement: Placement, deadline: float
+    scorer: Scorer, order: np.ndarray, placement: Placement, deadline: float
 ) -> tuple[Placement, tuple[float, float]]:
     """Move the bottleneck stage's boundaries along ``order`` while the exact score improves.
 
@@ -467,8 +393,10 @@ class _Search:
         self.settings = settings
         self.started = time.perf_counter()
         limit = settings.time_limit if settings.time_limit is not None else _DEFAULT_TIME_LIMIT
-        # leave the caller time to re-evaluate the placement on the original graph
-        self.deadline = self.started + limit - len(instance.graph.ops) * _EVALUATE_SECONDS_PER_OP
+        # leave the caller time to re-evaluate the placement on the original graph; the search
+        # phases stop at `deadline`, the large-neighbourhood polish runs until `end`
+        self.end = self.started + limit - len(instance.graph.ops) * _EVALUATE_SECONDS_PER_OP
+        self.deadline = self.started + (self.end - self.started) * (1 - _LNS_SHARE)
         self.rng = np.random.default_rng(settings.seed)
         self.k = min(instance.options.stages, len(instance.cluster.devices))
         self.bound = aggregate_lower_bound(instance)
@@ -480,10 +408,10 @@ class _Search:
         if len(fine.graph.ops) * _COARSEN_SECONDS_PER_OP <= limit / 4:  # else search the fine level
             level = self.identity.then(module_groups(fine, _GRAIN * ideal), exact=False)
             self.coarse = level.then(sibling_groups(level.instance, _GRAIN * ideal), exact=False)
-        self.fine_tensors = _Tensors.of(fine)
-        self.coarse_tensors = _Tensors.of(self.coarse.instance)
-        self.fine_scorer = _Scorer(fine, self.fine_tensors)
-        self.coarse_scorer = _Scorer(self.coarse.instance, self.coarse_tensors)
+        self.fine_tensors = TensorArrays.of(fine)
+        self.coarse_tensors = TensorArrays.of(self.coarse.instance)
+        self.fine_scorer = Scorer(fine, self.fine_tensors)
+        self.coarse_scorer = Scorer(self.coarse.instance, self.coarse_tensors)
         self.coarse_rank = np.empty(len(fine.graph.ops), dtype=np.int64)  # each fine op's coarse op
         for c, members in enumerate(self.coarse.members):
             self.coarse_rank[list(members)] = c
@@ -613,6 +541,13 @@ class Anytime(Solver):
         self._evolve(search, preds, succs)
         if search.best_order is not None and search.remaining() > 0 and search.coarse is not search.identity:
             search.refine(search.best_order, search.best_hosts)
+        polished: tuple[str, ...] = ()
+        if search.best_placement is not None:
+            report = polish(
+                search.fine.instance, search.best_placement, settings, search.end, search.fine_scorer
+            )
+            search.offer_fine(report.placement)
+            polished = report.notes
         search.report("done")
         if search.best_placement is None:
             return Outcome(
@@ -630,6 +565,7 @@ class Anytime(Solver):
                 f" {time.perf_counter() - search.started:.1f} s; search level"
                 f" {len(coarse.graph.ops)} ops (heuristic), fine level {len(search.fine.members)} ops"
                 f" (exact); bound = work over type-weighted aggregate speed + communication floor",
+                *polished,
             ),
         )
 

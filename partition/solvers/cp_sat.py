@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -74,7 +75,7 @@ _MAX_MODEL_VALUE = 2**40
 _MEMORY_STEPS = 2**30
 
 
-class _Model:
+class StageModel:
     """The CP-SAT model of one instance, with handles to decode and warm-start it."""
 
     def __init__(
@@ -85,8 +86,14 @@ class _Model:
         upper: int,
         memory: bool,
         deadline: float = math.inf,
+        fixed_comm: Sequence[float] = (),
     ) -> None:
-        """Raises :class:`OutOfTime` past ``deadline`` (building takes seconds on large graphs)."""
+        """Raises :class:`OutOfTime` past ``deadline`` (building takes seconds on large graphs).
+
+        ``fixed_comm[s]`` (seconds, default 0) is communication stage ``s`` pays for transfers
+        outside the model: the large-neighbourhood polish (:mod:`.lns`) models a window of stages
+        and charges the stages around it for their traffic with the rest of the pipeline.
+        """
         self.data = data
         m = self.model = cp_model.CpModel()
         n, k = data.num_ops, data.num_stages
@@ -193,6 +200,8 @@ class _Model:
 
         for s in range(k):
             comm = sum(send[s]) + sum(recv[s])
+            if s < len(fixed_comm):
+                comm += math.floor(fixed_comm[s] / unit)
             if data.instance.options.overlap:
                 m.Add(self.bottleneck >= compute[s])
                 m.Add(self.bottleneck >= comm)
@@ -274,7 +283,7 @@ class _Model:
         for index, value in zip(proto.solution_hint.vars, proto.solution_hint.values, strict=True):
             fixed.Add(fixed.GetIntVarFromProtoIndex(index) == value)
         solver = cp_model.CpSolver()
-        _parameters(solver, settings, deadline)
+        solver_parameters(solver, settings, deadline)
         solver.parameters.stop_after_first_solution = True
         if solver.Solve(fixed) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return
@@ -296,7 +305,7 @@ class _Model:
         return data.decode(stage_of, chosen)
 
 
-def _unit(data: StageModelData, lower_bound: float) -> float:
+def model_unit(data: StageModelData, lower_bound: float) -> float:
     """Seconds per model unit: fine enough for 1e-10 of the bound, coarse enough to fit int64."""
     finite = np.where(np.isfinite(data.times), data.times, 0.0)
     worst = float(
@@ -306,7 +315,7 @@ def _unit(data: StageModelData, lower_bound: float) -> float:
     return max(reference * _RESOLUTION, worst / _MAX_MODEL_VALUE, 1e-300)
 
 
-def _parameters(solver: cp_model.CpSolver, settings: Settings, deadline: float) -> None:
+def solver_parameters(solver: cp_model.CpSolver, settings: Settings, deadline: float) -> None:
     """Threads, seed and the time left until ``deadline`` (``perf_counter`` time; ``inf``: none)."""
     solver.parameters.num_workers = max(1, settings.threads)
     solver.parameters.random_seed = settings.seed
@@ -332,14 +341,14 @@ class CpSat(Solver):
         # worse than any baseline, and a tighter upper end for B.
         best = min(incumbents(instance, settings), key=lambda found: found[2].bottleneck, default=None)
         start = None if best is None else best[1]
-        unit = _unit(data, lower_bound)
+        unit = model_unit(data, lower_bound)
         upper = int(_MAX_MODEL_VALUE)
         if start is not None:
             upper = math.ceil(evaluate(instance, start).bottleneck / unit) + 1
         lower = min(math.floor(lower_bound / unit), upper) if math.isfinite(lower_bound) else 0
         built = time.perf_counter()
         try:
-            model = _Model(data, unit, lower, upper, data.memory_can_bind, deadline)
+            model = StageModel(data, unit, lower, upper, data.memory_can_bind, deadline)
         except OutOfTime:
             return out_of_time("cp-sat", start, lower_bound, "while building the model")
         built = time.perf_counter() - built
@@ -357,7 +366,7 @@ class CpSat(Solver):
         if time.perf_counter() > deadline:
             return out_of_time("cp-sat", start, lower_bound, "before the search")
         solver = cp_model.CpSolver()
-        _parameters(solver, settings, deadline)
+        solver_parameters(solver, settings, deadline)
         status = solver.Solve(model.model)
         bound = max(lower_bound, solver.BestObjectiveBound() * unit * (1 - 1e-12))
         notes = [f"cp-sat: {solver.StatusName(status)} after {solver.WallTime():.2f} s"]
@@ -386,11 +395,11 @@ class CpSat(Solver):
         memory_is_the_cause = False
         if data.memory_can_bind:
             try:
-                relaxed = _Model(data, _unit(data, 0.0), 0, int(_MAX_MODEL_VALUE), False, deadline)
+                relaxed = StageModel(data, model_unit(data, 0.0), 0, int(_MAX_MODEL_VALUE), False, deadline)
             except OutOfTime:
                 return infeasibility_note("cp-sat", False, data)
             solver = cp_model.CpSolver()
-            _parameters(solver, settings, deadline)
+            solver_parameters(solver, settings, deadline)
             solver.parameters.stop_after_first_solution = True
             memory_is_the_cause = solver.Solve(relaxed.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
         return infeasibility_note("cp-sat", memory_is_the_cause, data)

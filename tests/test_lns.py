@@ -1,0 +1,113 @@
+"""The large-neighbourhood polish: valid, never worse than its start, exact on whole-pipeline windows."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+
+import numpy as np
+import pytest
+from conftest import random_dag_instance
+from global_cases import small_instances
+from hypothesis import HealthCheck, given, settings
+
+import partition
+from partition import synthetic
+from partition.solvers.base import Settings
+from partition.solvers.lns import _Polisher, polish
+
+
+def _best_and_worst(instance: partition.Instance) -> tuple[float, partition.Placement | None]:
+    """The exhaustive optimum over placements with exactly ``k`` stages, and the worst of them."""
+    n, k = len(instance.graph.ops), instance.options.stages
+    best, worst, worst_value = math.inf, None, -math.inf
+    for stage_of in itertools.product(range(k), repeat=n):
+        if len(set(stage_of)) != k or any(stage_of[u] > stage_of[v] for u, v in instance.graph.edges):
+            continue
+        for chosen in itertools.permutations(range(len(instance.cluster.devices)), k):
+            placement = partition.Placement(stage_of, chosen)
+            evaluation = partition.evaluate(instance, placement)
+            if evaluation.valid:
+                best = min(best, evaluation.bottleneck)
+                if evaluation.bottleneck > worst_value:
+                    worst, worst_value = placement, evaluation.bottleneck
+    return best, worst
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(instance=small_instances(max_ops=6))
+def test_from_the_worst_start_the_polish_reaches_the_exhaustive_optimum(instance: partition.Instance) -> None:
+    instance = instance.with_options(exact_stages=True)  # the polish keeps the number of stages
+    optimum, worst = _best_and_worst(instance)
+    if worst is None:
+        return
+    report = polish(instance, worst, Settings(), time.perf_counter() + 30)
+    evaluation = partition.evaluate(instance, report.placement)
+    assert evaluation.valid
+    assert evaluation.bottleneck == pytest.approx(optimum, rel=1e-6)
+    assert report.improved == (evaluation.bottleneck < partition.evaluate(instance, worst).bottleneck)
+
+
+TWO_HOSTS = [
+    {"name": "h0", "devices": {"H100-SXM": 2, "L4": 2}, "intra_link": "nvlink4"},
+    {"name": "h1", "devices": {"A100-80GB": 2, "T4": 2}, "intra_link": "pcie4"},
+]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("baseline", ["uniform", "balanced-time"])
+def test_polish_is_valid_never_worse_and_on_time(seed: int, baseline: str) -> None:
+    instance = random_dag_instance(
+        seed, 30, hosts=TWO_HOSTS, stages=5, edge_probability=0.1, shared_outputs=True
+    )
+    start = partition.solve(instance, baseline)
+    started = time.perf_counter()
+    report = polish(instance, start.placement, Settings(seed=seed), started + 3.0)
+    assert time.perf_counter() - started <= 3.0 * 1.1 + 0.2
+    evaluation = partition.evaluate(instance, report.placement)
+    assert evaluation.valid
+    assert (evaluation.bottleneck, evaluation.latency) <= (start.bottleneck, start.evaluation.latency)
+    assert report.placement.num_stages == start.placement.num_stages
+
+
+def _moe_instance(stages: int) -> partition.Instance:
+    graph = synthetic.moe_graph(layers=4, experts=32, top_k=4, hidden=1024, expert_intermediate=512, seq=512)
+    return partition.build_instance(graph, synthetic.hetero_cluster(3, 4), partition.Options(stages=stages))
+
+
+def test_a_large_window_is_coarsened_and_its_hint_is_the_incumbent() -> None:
+    instance = _moe_instance(3)
+    start = partition.solve(instance, "balanced-time").placement
+    search = _Polisher(instance, Settings(), time.perf_counter() + 10, None)
+    stage_of, devices = np.asarray(start.stage_of), np.asarray(start.devices)
+    window = search.window(stage_of, devices, 0, 1)
+    in_window = int((stage_of <= 1).sum())
+    assert in_window > 400 and len(window.level.members) < in_window
+    # the incumbent, written on the coarse sub-instance and expanded back, is the incumbent
+    hint = window.hint
+    solution = (list(hint.stage_of), [int(devices[r]) for r in window.stages], False)
+    expanded, same_devices = search.expand(window, stage_of, devices, solution)
+    assert np.array_equal(expanded, stage_of) and np.array_equal(same_devices, devices)
+    # and the coarse sub-instance prices the window's stages as the whole instance does
+    sub = partition.evaluate(window.level.instance, hint)
+    whole = partition.evaluate(instance, start)
+    for j, r in enumerate(window.stages):
+        if r <= 1:
+            assert sub.stages[j].time == pytest.approx(whole.stages[r].time, rel=1e-9)
+            assert sub.stages[j].memory == pytest.approx(whole.stages[r].memory, rel=1e-9)
+
+
+def test_anytime_and_auto_end_with_the_polish() -> None:
+    instance = _moe_instance(6)
+    result = partition.solve(instance, "anytime", time_limit=4)
+    assert result.evaluation.valid and any(note.startswith("lns:") for note in result.notes)
+    # over 500 ops, auto gives cp-sat 40% of the time and the polish the rest
+    large = partition.build_instance(
+        synthetic.decoder_graph(layers=32, hidden=512, intermediate=1024, vocab=1000, seq=128),
+        synthetic.hetero_cluster(2, 4),
+        partition.Options(stages=6),
+    )
+    result = partition.solve(large, "auto", time_limit=5)
+    assert result.evaluation.valid and result.gap > 1e-6
+    assert any(note.startswith("auto: lns:") for note in result.notes)
