@@ -1,0 +1,327 @@
+"""A lower bound that respects contiguity and op granularity along the graph's dominator chain.
+
+**Dominators.** Add a super source before every source op and a super sink after every sink op.
+An op ``d`` lies on every source→sink path exactly when no edge jumps over its position in the
+topological order (an edge ``u → w`` with ``pos(u) < pos(d) < pos(w)``, super edges included,
+is a path around ``d``; without one, every path must step onto ``d``). Call these ops
+``d_1 < … < d_m``. Every op is comparable with every ``d_i`` (a path through the op passes
+``d_i``), so the ops split into *segments*: segment ``b`` is ``d_b`` and the ops strictly between
+``d_b`` and ``d_{b+1}`` (segment 0 may hold ops before ``d_1``). An edge leaving segment ``a``
+ends in segment ``a`` or at ``d_{a+1}`` (a path using it passes ``d_{a+1}`` after it). So every
+ideal (downset) of the graph is ``prefix(b) ∪ P`` — all segments before ``b`` and an ideal
+``P ⊊`` segment ``b`` — and its crossing tensors (produced inside, read outside) are those of
+segment ``b - 1`` read by ``d_b`` when ``P = ∅``, else those produced in ``P``.
+
+**Positions.** The cuts ``J_0 = ∅ ⊂ J_1 ⊂ … ⊂ J_s = V`` of a placement map to *positions* in a
+linear order (segment by segment; nested cuts never go backwards):
+
+- a small segment contributes one position per ideal ``P`` (sorted by size), with exact
+  compute prefix ``C_τ(J)`` on each type and its exact crossing tensors;
+- a large segment contributes its boundary (``P = ∅``) and ``G`` cells. With speed ratios
+  ``ρ_τ > 0`` and normalised work ``w_v = min_τ t_τ(v)/ρ_τ`` (so ``t_τ(v) ≥ ρ_τ w_v``), a cut
+  ``P ≠ ∅`` with ``u = Σ_{v∈P} w_v ∈ [u_g, u_{g+1})`` maps to cell ``g``; a stage of type ``τ``
+  ending there computes at least ``ρ_τ u_g`` of the segment, one starting there at least
+  ``ρ_τ (W − u_{g+1})`` (segments in between are charged exactly). Its crossing tensors are
+  at least the tensors from ``d_b`` to ``d_{b+1}`` (``d_b ∈ P``, ``d_{b+1} ∉ P``) plus, for
+  some op ``w ∉ P`` whose segment predecessors are all in ``P``, ``w``'s inputs from the
+  segment: the cheapest such ``w`` is charged.
+
+Each position gets, per type, ``end_τ`` and ``start_τ`` such that a stage on ``τ`` from cut
+``I`` to cut ``J`` computes at least ``end_τ(J) − start_τ(I)``, and ``recv_τ(I)``/``send_τ(J)``,
+the time of ``I``'s/``J``'s crossing tensors over the best link a device of type ``τ`` has
+(smallest latency, largest bandwidth; one destination per tensor, a lower estimate in both
+communication modes). When ``I`` is a segment boundary, or ``J`` lies beyond the boundary after
+``I``'s segment (position > ``thr(I)``), the stage reads every crossing tensor of ``I`` and
+writes every crossing tensor of ``J`` (by the edge property above), so its time is at least
+``end_τ(J) + send_τ(J) − start_τ(I) + recv_τ(I)``; otherwise at least its compute. With
+``--overlap`` communication is dropped (``max(compute, comm) ≥ compute``).
+
+**Relaxed feasibility of a bottleneck ``B``.** ``reach_τ(I)`` is the furthest position ``J`` the
+test above admits (``end`` replaced by its suffix minimum, so the admissible ``J`` form a prefix
+and can be binary-searched), then made nondecreasing in ``I`` by a running maximum: an
+over-estimate of how far one stage can go from any cut at or before ``I``. With ``F(c)`` the
+furthest position reachable using at most ``c_τ`` stages of each type,
+``F(c) = max(F(c − e_τ) reach_τ)`` — if the true placement's first stages reach cut ``J``
+with counts ``c``, then ``F(c) ≥ pos(J)`` by induction, because ``reach_τ`` is monotone and
+admits every real stage of time ``≤ B``. So if ``F(min(n, k)) < pos(V)`` after ``k`` rounds, no
+placement has bottleneck ``≤ B`` and ``B`` is a valid bound; the largest such ``B`` is found by
+bisection. Memory, colocation and exact stage counts are relaxed (dropping constraints only
+lowers the optimum). A chain graph has a dominator at every op, so on one host in a homogeneous
+cluster this is the exact chain DP optimum.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .instance import Instance
+
+_IDEAL_LIMIT = 256  # a segment with more ideals is relaxed to cells
+_EXACT_OPS = 60  # ideals are bitsets of one machine word's worth of ops
+_CELLS = 64
+_RELATIVE_GAP = 1e-5  # bisection stops when the bracket is this tight
+_SAFETY = 1e-9  # the bound is shrunk by this much against rounding in the prefix sums
+
+
+@dataclass(frozen=True)
+class _Positions:
+    """Per position (rows, last = all ops placed) and device type (columns)."""
+
+    end: np.ndarray
+    start: np.ndarray
+    send: np.ndarray
+    recv: np.ndarray
+    threshold: np.ndarray
+
+
+def dominators(instance: Instance) -> np.ndarray:
+    """Whether each op lies on every source→sink path (no edge jumps over its position)."""
+    n = len(instance.graph.ops)
+    edges = np.asarray(instance.graph.edges, dtype=np.int64).reshape(-1, 2)
+    cover = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(cover, edges[:, 0] + 1, 1)
+    np.add.at(cover, edges[:, 1], -1)
+    has_pred = np.zeros(n, dtype=bool)
+    has_pred[edges[:, 1]] = True
+    has_succ = np.zeros(n, dtype=bool)
+    has_succ[edges[:, 0]] = True
+    sources, sinks = np.flatnonzero(~has_pred), np.flatnonzero(~has_succ)
+    cover[0] += len(sources)
+    np.add.at(cover, sources, -1)  # super source → q covers 0..q-1
+    np.add.at(cover, sinks + 1, 1)  # q → super sink covers q+1..n-1
+    cover[n] -= len(sinks)
+    return np.cumsum(cover)[:n] == 0
+
+
+def _links(instance: Instance) -> tuple[np.ndarray, np.ndarray]:
+    """Per device type, the smallest latency and largest bandwidth of any link it can use."""
+    cluster = instance.cluster
+    types = len(cluster.type_names)
+    latency, bandwidth = np.full(types, np.inf), np.zeros(types)
+    per_host = np.bincount([d.host for d in cluster.devices], minlength=len(cluster.hosts))
+    for device in cluster.devices:
+        t = cluster.type_names.index(device.type)
+        usable = [cluster.hosts[device.host].intra_link] if per_host[device.host] > 1 else []
+        if len(cluster.hosts) > 1:
+            usable.append(cluster.inter_host_link)
+        for link in usable:
+            latency[t] = min(latency[t], link.latency)
+            bandwidth[t] = max(bandwidth[t], link.bandwidth)
+    return np.where(np.isfinite(latency), latency, 0.0), np.where(bandwidth > 0, bandwidth, np.inf)
+
+
+class _Builder:
+    """Collects the positions of :class:`_Positions`, segment by segment."""
+
+    def __init__(self, instance: Instance) -> None:
+        graph = instance.graph
+        self.times = np.where(np.isfinite(instance.costs.times), instance.costs.times, 0.0)
+        self.latency, self.bandwidth = _links(instance)
+        if instance.options.overlap:
+            self.latency, self.bandwidth = 0.0 * self.latency, np.full_like(self.bandwidth, np.inf)
+        dom = dominators(instance)
+        self.segment = np.cumsum(dom) - (1 if dom[0] else 0)
+        self.heads = dom
+        n_seg = int(self.segment[-1]) + 1
+        self.bounds = np.searchsorted(self.segment, np.arange(n_seg + 1))
+        self.tensors = [  # (producer, consumers, bytes) of op-produced tensors read by some op
+            (graph.index[t.producer], np.array([graph.index[c] for c in t.consumers]), t.bytes)
+            for t in graph.tensors
+            if t.producer is not None and t.consumers
+        ]
+        self.inputs: list[list[int]] = [[] for _ in graph.ops]  # tensors (indices) each op reads
+        self.produced: list[list[int]] = [[] for _ in range(n_seg)]  # tensors by producer segment
+        crossing = np.zeros((n_seg + 1, 2))  # bytes and count crossing into each segment
+        for i, (p, consumers, size) in enumerate(self.tensors):
+            for c in set(consumers.tolist()):
+                self.inputs[c].append(i)
+            self.produced[self.segment[p]].append(i)
+            first, last = self.segment[p] + 1, self.segment[consumers.max()] + 1
+            crossing[first:last] += (size, 1.0)
+        self.crossing = crossing
+        self.rows: list[tuple[np.ndarray, ...]] = []
+
+    def comm(self, chosen: list[int]) -> np.ndarray:
+        """Time per type of sending (or receiving) the tensors ``chosen`` once."""
+        size = sum(self.tensors[i][2] for i in chosen)
+        return len(chosen) * self.latency + size / self.bandwidth
+
+    def boundary_comm(self, b: int) -> np.ndarray:
+        """Time of the crossing tensors of the cut before segment ``b`` (read by ``d_b``)."""
+        size, count = self.crossing[b]
+        return count * self.latency + size / self.bandwidth
+
+    def add(self, end: np.ndarray, start: np.ndarray, comm: np.ndarray, threshold: np.ndarray) -> None:
+        self.rows.append((end, start, comm, threshold))
+
+    def segment_positions(self, b: int, prefix: np.ndarray, first: int) -> None:
+        """Positions of segment ``b``, the first of them at row ``first``."""
+        lo, hi = int(self.bounds[b]), int(self.bounds[b + 1])
+        ideals = _ideals(self, b, lo, hi) if hi - lo <= _EXACT_OPS else None
+        if ideals is not None:
+            self.exact(b, lo, hi, ideals, prefix, first)
+        else:
+            self.relaxed(b, lo, hi, prefix, first)
+
+    def exact(self, b: int, lo: int, hi: int, ideals: list[int], prefix: np.ndarray, first: int) -> None:
+        members = np.array([[ideal >> u & 1 for u in range(hi - lo)] for ideal in ideals], dtype=float)
+        partial = prefix[None, :] + members @ self.times[lo:hi]
+        local = [(i, self.tensors[i][0] - lo, self.tensors[i][1]) for i in self.produced[b]]
+        comm = [self.boundary_comm(b)]
+        for ideal in ideals[1:]:
+            crossing = [
+                i
+                for i, p, consumers in local
+                if ideal >> p & 1 and any(c >= hi or not ideal >> (c - lo) & 1 for c in consumers.tolist())
+            ]
+            comm.append(self.comm(crossing))
+        threshold = np.full(len(ideals), first + len(ideals))
+        threshold[0] = first
+        self.add(partial, partial, np.array(comm), threshold)
+
+    def relaxed(self, b: int, lo: int, hi: int, prefix: np.ndarray, first: int) -> None:
+        times = self.times[lo:hi]
+        totals = times.sum(axis=0)
+        reference = totals[int(np.argmax(totals))] if totals.max() > 0 else 1.0
+        ratio = np.maximum(totals, 1e-300) / max(reference, 1e-300)
+        work = (times / ratio[None, :]).min(axis=1)
+        whole = work.sum()
+        cuts = np.linspace(0.0, whole, _CELLS + 1)
+        end = prefix[None, :] + np.outer(cuts[:-1], ratio)
+        start = (prefix + totals)[None, :] - np.outer(whole - cuts[1:], ratio)
+        always = [
+            i
+            for i in self.produced[b]
+            if self.tensors[i][0] == lo and self.heads[lo] and self.tensors[i][1].max() >= hi
+        ]
+        extra = np.full(len(self.latency), np.inf)
+        for w in range(lo + (1 if self.heads[lo] else 0), hi):
+            own = [i for i in self.inputs[w] if lo <= self.tensors[i][0] < hi and i not in always]
+            extra = np.minimum(extra, self.comm(own))
+        if not np.all(np.isfinite(extra)):
+            extra = np.zeros_like(extra)
+        interior = self.comm(always) + extra
+        self.add(
+            np.vstack([prefix[None, :], end]),
+            np.vstack([prefix[None, :], start]),
+            np.vstack([self.boundary_comm(b)[None, :], np.repeat(interior[None, :], _CELLS, axis=0)]),
+            np.array([first] + [first + 1 + _CELLS] * _CELLS),
+        )
+
+
+def _ideals(builder: _Builder, b: int, lo: int, hi: int) -> list[int] | None:
+    """Ideals of segment ``[lo, hi)`` as bitsets by increasing size (the whole segment left
+    out: it is the next segment's empty ideal), or ``None`` past :data:`_IDEAL_LIMIT`."""
+    preds = [0] * (hi - lo)
+    for i in builder.produced[b]:
+        p, consumers, _ = builder.tensors[i]
+        for c in consumers.tolist():
+            if c < hi:
+                preds[c - lo] |= 1 << (p - lo)
+    full = (1 << (hi - lo)) - 1
+    ideals, level, seen = [0], [0], {0}
+    while level:
+        following = []
+        for ideal in level:
+            for u in range(hi - lo):
+                grown = ideal | 1 << u
+                if grown != ideal and preds[u] & ~ideal == 0 and grown not in seen:
+                    seen.add(grown)
+                    following.append(grown)
+                    if len(seen) > _IDEAL_LIMIT:
+                        return None
+        ideals.extend(sorted(g for g in following if g != full))
+        level = following
+    return ideals
+
+
+def _positions(instance: Instance) -> _Positions:
+    builder = _Builder(instance)
+    prefix = np.zeros(builder.times.shape[1])
+    first = 0
+    for b in range(len(builder.bounds) - 1):
+        builder.segment_positions(b, prefix, first)
+        first += len(builder.rows[-1][0])
+        prefix = prefix + builder.times[builder.bounds[b] : builder.bounds[b + 1]].sum(axis=0)
+    zero = np.zeros_like(prefix)
+    builder.add(prefix[None, :], prefix[None, :], zero[None, :], np.array([first]))
+    end, start, comm, threshold = (np.concatenate(parts) for parts in zip(*builder.rows, strict=True))
+    send = comm.copy()
+    send[-1] = 0.0
+    recv = comm.copy()
+    recv[0] = 0.0
+    return _Positions(end, start, send, recv, threshold)
+
+
+class _Relaxation:
+    """Feasibility of a bottleneck in the relaxation of the module docstring."""
+
+    def __init__(self, instance: Instance) -> None:
+        self.positions = p = _positions(instance)
+        self.full_end = np.minimum.accumulate((p.end + p.send)[::-1], axis=0)[::-1]
+        self.full_start = p.start - p.recv
+        self.compute_end = np.minimum.accumulate(p.end[::-1], axis=0)[::-1]
+        k = min(instance.options.stages, len(instance.cluster.devices))
+        self.stages = k
+        self.counts = tuple(min(c, k) for c in instance.cluster.type_counts)
+        self.last = len(p.end) - 1
+
+    def reach(self, bottleneck: float) -> list[np.ndarray]:
+        p = self.positions
+        here = np.arange(self.last + 1)
+        reaches = []
+        for t in range(p.end.shape[1]):
+            full = np.searchsorted(self.full_end[:, t], self.full_start[:, t] + bottleneck, side="right") - 1
+            compute = np.searchsorted(self.compute_end[:, t], p.start[:, t] + bottleneck, side="right") - 1
+            best = np.maximum(np.where(full > p.threshold, full, -1), np.minimum(compute, p.threshold))
+            reaches.append(np.maximum.accumulate(np.maximum(best, here)))
+        return reaches
+
+    def feasible(self, bottleneck: float) -> bool:
+        reaches = self.reach(bottleneck)
+        furthest = np.zeros([c + 1 for c in self.counts], dtype=np.int64)
+        for _ in range(self.stages):
+            grown = furthest.copy()
+            for t, reach in enumerate(reaches):
+                if self.counts[t] == 0:
+                    continue
+                later = [slice(None)] * len(self.counts)
+                earlier = [slice(None)] * len(self.counts)
+                later[t], earlier[t] = slice(1, None), slice(0, -1)
+                np.maximum(grown[tuple(later)], reach[furthest[tuple(earlier)]], out=grown[tuple(later)])
+            if grown[self.counts] >= self.last:
+                return True
+            if np.array_equal(grown, furthest):
+                return False
+            furthest = grown
+        return False
+
+
+def chain_lower_bound(
+    instance: Instance, upper: float | None = None, *, deadline: float | None = None
+) -> float:
+    """The largest bottleneck the relaxation proves infeasible (0 when none is found).
+
+    ``upper`` (a known bottleneck) brackets the bisection; ``deadline`` (``time.perf_counter``
+    seconds) stops it early — every infeasible value met so far is already a valid bound.
+    """
+    relaxation = _Relaxation(instance)
+    lower, high = 0.0, upper
+    if high is None or not np.isfinite(high):
+        high = float(relaxation.positions.end[-1].min()) / relaxation.stages or 1.0
+        while not relaxation.feasible(high):
+            lower, high = high, 2.0 * high
+            if deadline is not None and time.perf_counter() > deadline:
+                return lower * (1 - _SAFETY)
+    while high - lower > _RELATIVE_GAP * high:
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        middle = (lower + high) / 2
+        if relaxation.feasible(middle):
+            high = middle
+        else:
+            lower = middle
+    return lower * (1 - _SAFETY)
