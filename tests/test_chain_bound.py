@@ -66,7 +66,7 @@ def test_equals_the_optimum_on_a_chain(seed, n, k) -> None:
     dag = nx.DiGraph()
     for v in range(n):
         dag.add_node(v, flops=float(rng.uniform(1e11, 5e12)), bytes_read=1e6, bytes_written=1e6)
-    dag.add_edges_from(((v, v + 1, {"bytes": 1e6}) for v in range(n - 1)))
+    dag.add_edges_from((v, v + 1, {"bytes": 1e6}) for v in range(n - 1))
     hosts = [{"name": "h0", "devices": {"H100-SXM": 2, "A100-80GB": 2}, "intra_link": "nvlink3"}]
     cluster = partition.parse_cluster({"name": "one-host", "hosts": hosts, "inter_host_link": "ib-hdr"})
     instance = partition.make_instance(dag, cluster, k)
