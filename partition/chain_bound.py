@@ -114,7 +114,11 @@ def _links(instance: Instance) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _Builder:
-    """Collects the positions of :class:`_Positions`, segment by segment."""
+    """Collects the positions of :class:`_Positions`, segment by segment.
+
+    Tensors are flat arrays (op-produced tensors read by some op): ``producer``, ``size`` and
+    the (tensor, consumer) pairs ``pair_tensor``/``pair_op``, distinct and sorted by tensor.
+    """
 
     def __init__(self, instance: Instance) -> None:
         graph = instance.graph
@@ -127,32 +131,36 @@ class _Builder:
         self.heads = dom
         n_seg = int(self.segment[-1]) + 1
         self.bounds = np.searchsorted(self.segment, np.arange(n_seg + 1))
-        self.tensors = [  # (producer, consumers, bytes) of op-produced tensors read by some op
-            (graph.index[t.producer], np.array([graph.index[c] for c in t.consumers]), t.bytes)
-            for t in graph.tensors
-            if t.producer is not None and t.consumers
-        ]
-        self.inputs: list[list[int]] = [[] for _ in graph.ops]  # tensors (indices) each op reads
-        self.produced: list[list[int]] = [[] for _ in range(n_seg)]  # tensors by producer segment
-        crossing = np.zeros((n_seg + 1, 2))  # bytes and count crossing into each segment
-        for i, (p, consumers, size) in enumerate(self.tensors):
-            for c in set(consumers.tolist()):
-                self.inputs[c].append(i)
-            self.produced[self.segment[p]].append(i)
-            first, last = self.segment[p] + 1, self.segment[consumers.max()] + 1
-            crossing[first:last] += (size, 1.0)
-        self.crossing = crossing
+        kept = [t for t in graph.tensors if t.producer is not None and t.consumers]
+        self.producer = np.array([graph.index[t.producer] for t in kept], dtype=np.int64)
+        self.size = np.array([t.bytes for t in kept], dtype=float)
+        pairs = np.unique(
+            np.array(
+                [(i, graph.index[c]) for i, t in enumerate(kept) for c in t.consumers], dtype=np.int64
+            ).reshape(-1, 2),
+            axis=0,
+        )
+        self.pair_tensor, self.pair_op = pairs[:, 0], pairs[:, 1]
+        self.last_reader = np.full(len(kept), -1, dtype=np.int64)
+        np.maximum.at(self.last_reader, self.pair_tensor, self.pair_op)
+        # bytes and count of the tensors crossing into each segment (produced before, read in it)
+        first, last = self.segment[self.producer] + 1, self.segment[self.last_reader] + 1
+        crossing = np.zeros((n_seg + 2, 2))
+        np.add.at(crossing, first, np.column_stack([self.size, np.ones(len(kept))]))
+        np.add.at(crossing, last, -np.column_stack([self.size, np.ones(len(kept))]))
+        self.crossing = np.cumsum(crossing, axis=0)
+        order = np.argsort(self.segment[self.producer], kind="stable")
+        self.by_segment = np.split(
+            order, np.searchsorted(self.segment[self.producer][order], np.arange(1, n_seg))
+        )
+        pair_segment = self.segment[self.producer[self.pair_tensor]]
+        order = np.argsort(pair_segment, kind="stable")
+        self.pairs_by_segment = np.split(order, np.searchsorted(pair_segment[order], np.arange(1, n_seg)))
         self.rows: list[tuple[np.ndarray, ...]] = []
 
-    def comm(self, chosen: list[int]) -> np.ndarray:
-        """Time per type of sending (or receiving) the tensors ``chosen`` once."""
-        size = sum(self.tensors[i][2] for i in chosen)
-        return len(chosen) * self.latency + size / self.bandwidth
-
-    def boundary_comm(self, b: int) -> np.ndarray:
-        """Time of the crossing tensors of the cut before segment ``b`` (read by ``d_b``)."""
-        size, count = self.crossing[b]
-        return count * self.latency + size / self.bandwidth
+    def comm(self, size: np.ndarray | float, count: np.ndarray | float) -> np.ndarray:
+        """Time per type (last axis) of sending or receiving ``count`` tensors of ``size`` bytes."""
+        return np.multiply.outer(count, self.latency) + np.divide.outer(size, self.bandwidth)
 
     def add(self, end: np.ndarray, start: np.ndarray, comm: np.ndarray, threshold: np.ndarray) -> None:
         self.rows.append((end, start, comm, threshold))
@@ -167,20 +175,24 @@ class _Builder:
             self.relaxed(b, lo, hi, prefix, first)
 
     def exact(self, b: int, lo: int, hi: int, ideals: list[int], prefix: np.ndarray, first: int) -> None:
-        members = np.array([[ideal >> u & 1 for u in range(hi - lo)] for ideal in ideals], dtype=float)
-        partial = prefix[None, :] + members @ self.times[lo:hi]
-        local = [(i, self.tensors[i][0] - lo, self.tensors[i][1]) for i in self.produced[b]]
-        comm = [self.boundary_comm(b)]
-        for ideal in ideals[1:]:
-            crossing = [
-                i
-                for i, p, consumers in local
-                if ideal >> p & 1 and any(c >= hi or not ideal >> (c - lo) & 1 for c in consumers.tolist())
-            ]
-            comm.append(self.comm(crossing))
+        members = np.array([[ideal >> u & 1 for u in range(hi - lo)] for ideal in ideals], dtype=bool)
+        partial = prefix[None, :] + members.astype(float) @ self.times[lo:hi]
+        local = self.by_segment[b]
+        inside = members[:, self.producer[local] - lo]  # ideal × tensor: producer inside
+        read_outside = self.last_reader[local] >= hi
+        selected = self.pairs_by_segment[b]
+        column = np.searchsorted(local, self.pair_tensor[selected])
+        consumer = self.pair_op[selected]
+        in_segment = consumer < hi
+        missing = np.zeros_like(inside)  # some reader of the tensor inside the segment is outside the ideal
+        for c, op in zip(column[in_segment], consumer[in_segment], strict=True):
+            missing[:, c] |= ~members[:, op - lo]
+        crossing = inside & (missing | read_outside[None, :])
+        comm = self.comm(crossing.astype(float) @ self.size[local], crossing.sum(axis=1).astype(float))
+        comm[0] = self.comm(*self.crossing[b])
         threshold = np.full(len(ideals), first + len(ideals))
         threshold[0] = first
-        self.add(partial, partial, np.array(comm), threshold)
+        self.add(partial, partial, comm, threshold)
 
     def relaxed(self, b: int, lo: int, hi: int, prefix: np.ndarray, first: int) -> None:
         times = self.times[lo:hi]
@@ -192,22 +204,26 @@ class _Builder:
         cuts = np.linspace(0.0, whole, _CELLS + 1)
         end = prefix[None, :] + np.outer(cuts[:-1], ratio)
         start = (prefix + totals)[None, :] - np.outer(whole - cuts[1:], ratio)
-        always = [
-            i
-            for i in self.produced[b]
-            if self.tensors[i][0] == lo and self.heads[lo] and self.tensors[i][1].max() >= hi
-        ]
-        extra = np.full(len(self.latency), np.inf)
-        for w in range(lo + (1 if self.heads[lo] else 0), hi):
-            own = [i for i in self.inputs[w] if lo <= self.tensors[i][0] < hi and i not in always]
-            extra = np.minimum(extra, self.comm(own))
-        if not np.all(np.isfinite(extra)):
-            extra = np.zeros_like(extra)
-        interior = self.comm(always) + extra
+        local = self.by_segment[b]
+        always = (
+            local[(self.producer[local] == lo) & (self.last_reader[local] >= hi)]
+            if self.heads[lo]
+            else local[:0]
+        )
+        # inputs from the segment of each op w (d_b's tensors to d_{b+1} excluded: always counted)
+        pairs = self.pairs_by_segment[b]
+        pairs = pairs[~np.isin(self.pair_tensor[pairs], always)]
+        readers = self.pair_op[pairs]
+        inner = (readers >= lo) & (readers < hi)
+        size = np.bincount(readers[inner] - lo, self.size[self.pair_tensor[pairs][inner]], minlength=hi - lo)
+        count = np.bincount(readers[inner] - lo, minlength=hi - lo).astype(float)
+        skip = 1 if self.heads[lo] else 0
+        extra = self.comm(size[skip:], count[skip:]).min(axis=0) if hi - lo > skip else 0.0 * self.latency
+        interior = self.comm(self.size[always].sum(), float(len(always))) + extra
         self.add(
             np.vstack([prefix[None, :], end]),
             np.vstack([prefix[None, :], start]),
-            np.vstack([self.boundary_comm(b)[None, :], np.repeat(interior[None, :], _CELLS, axis=0)]),
+            np.vstack([self.comm(*self.crossing[b])[None, :], np.repeat(interior[None, :], _CELLS, axis=0)]),
             np.array([first] + [first + 1 + _CELLS] * _CELLS),
         )
 
@@ -216,11 +232,10 @@ def _ideals(builder: _Builder, b: int, lo: int, hi: int) -> list[int] | None:
     """Ideals of segment ``[lo, hi)`` as bitsets by increasing size (the whole segment left
     out: it is the next segment's empty ideal), or ``None`` past :data:`_IDEAL_LIMIT`."""
     preds = [0] * (hi - lo)
-    for i in builder.produced[b]:
-        p, consumers, _ = builder.tensors[i]
-        for c in consumers.tolist():
-            if c < hi:
-                preds[c - lo] |= 1 << (p - lo)
+    selected = builder.pairs_by_segment[b]
+    for t, c in zip(builder.pair_tensor[selected].tolist(), builder.pair_op[selected].tolist(), strict=True):
+        if c < hi:
+            preds[c - lo] |= 1 << (int(builder.producer[t]) - lo)
     full = (1 << (hi - lo)) - 1
     ideals, level, seen = [0], [0], {0}
     while level:
