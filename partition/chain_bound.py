@@ -17,14 +17,17 @@ linear order (segment by segment; nested cuts never go backwards):
 
 - a small segment contributes one position per ideal ``P`` (sorted by size), with exact
   compute prefix ``C_τ(J)`` on each type and its exact crossing tensors;
-- a large segment contributes its boundary (``P = ∅``) and ``G`` cells. With speed ratios
-  ``ρ_τ > 0`` and normalised work ``w_v = min_τ t_τ(v)/ρ_τ`` (so ``t_τ(v) ≥ ρ_τ w_v``), a cut
-  ``P ≠ ∅`` with ``u = Σ_{v∈P} w_v ∈ [u_g, u_{g+1})`` maps to cell ``g``; a stage of type ``τ``
-  ending there computes at least ``ρ_τ u_g`` of the segment, one starting there at least
-  ``ρ_τ (W − u_{g+1})`` (segments in between are charged exactly). Its crossing tensors are
-  at least the tensors from ``d_b`` to ``d_{b+1}`` (``d_b ∈ P``, ``d_{b+1} ∉ P``) plus, for
-  some op ``w ∉ P`` whose segment predecessors are all in ``P``, ``w``'s inputs from the
-  segment: the cheapest such ``w`` is charged.
+- a large segment contributes its boundary (``P = ∅``) and ``G`` cells of its work on a
+  reference type ``r`` (the fastest overall): a cut ``P ≠ ∅`` with ``x = Σ_{v∈P} t_r(v)`` in
+  ``[x_g, x_{g+1})`` maps to cell ``g``. With ``L_τ(x)`` the least time on type ``τ`` of any
+  *fractional* set of the segment's ops worth ``x`` on ``r`` (a fractional knapsack: ops by
+  increasing ``t_τ/t_r``; ``L_r(x) = x``), a stage of type ``τ`` ending at ``P`` computes at
+  least ``L_τ(x_g)`` of the segment and one starting there at least ``L_τ(X − x_{g+1})``
+  (``X`` the segment's work on ``r``; ``L_τ`` is increasing). Segments in between are charged
+  exactly. The crossing tensors of such a cut are at least the tensors from ``d_b`` to
+  ``d_{b+1}`` (``d_b ∈ P``, ``d_{b+1} ∉ P``) plus, for some op ``w ∉ P`` whose segment
+  predecessors are all in ``P``, ``w``'s inputs from the segment: the cheapest such ``w`` is
+  charged.
 
 Each position gets, per type, ``end_τ`` and ``start_τ`` such that a stage on ``τ`` from cut
 ``I`` to cut ``J`` computes at least ``end_τ(J) − start_τ(I)``, and ``recv_τ(I)``/``send_τ(J)``,
@@ -62,7 +65,8 @@ from .instance import Instance
 _IDEAL_LIMIT = 256  # a segment with more ideals is relaxed to cells
 _EXACT_OPS = 60  # ideals are bitsets of one machine word's worth of ops
 _CELLS = 64
-_RELATIVE_GAP = 1e-5  # bisection stops when the bracket is this tight
+_RELATIVE_GAP = 1e-6  # bisection stops when the bracket is this tight
+_OPTIMAL = 1e-7  # first probe just below ``upper``: proves it optimal when infeasible
 _SAFETY = 1e-9  # the bound is shrunk by this much against rounding in the prefix sums
 
 
@@ -123,6 +127,7 @@ class _Builder:
     def __init__(self, instance: Instance) -> None:
         graph = instance.graph
         self.times = np.where(np.isfinite(instance.costs.times), instance.costs.times, 0.0)
+        self.reference = int(np.argmin(self.times.sum(axis=0)))  # cells measure work on this type
         self.latency, self.bandwidth = _links(instance)
         if instance.options.overlap:
             self.latency, self.bandwidth = 0.0 * self.latency, np.full_like(self.bandwidth, np.inf)
@@ -197,13 +202,12 @@ class _Builder:
     def relaxed(self, b: int, lo: int, hi: int, prefix: np.ndarray, first: int) -> None:
         times = self.times[lo:hi]
         totals = times.sum(axis=0)
-        reference = totals[int(np.argmax(totals))] if totals.max() > 0 else 1.0
-        ratio = np.maximum(totals, 1e-300) / max(reference, 1e-300)
-        work = (times / ratio[None, :]).min(axis=1)
-        whole = work.sum()
-        cuts = np.linspace(0.0, whole, _CELLS + 1)
-        end = prefix[None, :] + np.outer(cuts[:-1], ratio)
-        start = (prefix + totals)[None, :] - np.outer(whole - cuts[1:], ratio)
+        reference = times[:, self.reference]
+        cuts = np.linspace(0.0, totals[self.reference], _CELLS + 1)
+        least = [_least_work(reference, times[:, t]) for t in range(times.shape[1])]
+        end = prefix[None, :] + np.column_stack([np.interp(cuts[:-1], xs, ys) for xs, ys in least])
+        rest = cuts[-1] - cuts[1:]
+        start = (prefix + totals)[None, :] - np.column_stack([np.interp(rest, xs, ys) for xs, ys in least])
         local = self.by_segment[b]
         always = (
             local[(self.producer[local] == lo) & (self.last_reader[local] >= hi)]
@@ -226,6 +230,15 @@ class _Builder:
             np.vstack([self.comm(*self.crossing[b])[None, :], np.repeat(interior[None, :], _CELLS, axis=0)]),
             np.array([first] + [first + 1 + _CELLS] * _CELLS),
         )
+
+
+def _least_work(reference: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Breakpoints of ``x ↦`` the least time on one type of ops (fractions allowed) worth ``x``
+    on the reference type: the fractional knapsack, ops by increasing time ratio."""
+    useful = reference > 0
+    order = np.argsort(times[useful] / reference[useful], kind="stable")
+    xs = np.concatenate([[0.0], np.cumsum(reference[useful][order])])
+    return xs, np.concatenate([[0.0], np.cumsum(times[useful][order])])
 
 
 def _ideals(builder: _Builder, b: int, lo: int, hi: int) -> list[int] | None:
@@ -325,6 +338,8 @@ def chain_lower_bound(
     """
     relaxation = _Relaxation(instance)
     lower, high = 0.0, upper
+    if high is not None and np.isfinite(high) and not relaxation.feasible(high / (1 + _OPTIMAL)):
+        return high / (1 + _OPTIMAL) * (1 - _SAFETY)  # ``upper`` is optimal within solve's tolerance
     if high is None or not np.isfinite(high):
         high = float(relaxation.positions.end[-1].min()) / relaxation.stages or 1.0
         while not relaxation.feasible(high):
