@@ -18,7 +18,8 @@ linear order (segment by segment; nested cuts never go backwards):
 - a small segment contributes one position per ideal ``P`` (sorted by size), with exact
   compute prefix ``C_τ(J)`` on each type and its exact crossing tensors;
 - a large segment contributes its boundary (``P = ∅``) and ``G`` cells of its work on a
-  reference type ``r`` (the fastest overall): a cut ``P ≠ ∅`` with ``x = Σ_{v∈P} t_r(v)`` in
+  reference type ``r`` (each type in turn, fastest first, while time remains; every choice
+  gives a valid bound and the largest is kept): a cut ``P ≠ ∅`` with ``x = Σ_{v∈P} t_r(v)`` in
   ``[x_g, x_{g+1})`` maps to cell ``g``. With ``L_τ(x)`` the least time on type ``τ`` of any
   *fractional* set of the segment's ops worth ``x`` on ``r`` (a fractional knapsack: ops by
   increasing ``t_τ/t_r``; ``L_r(x) = x``), a stage of type ``τ`` ending at ``P`` computes at
@@ -127,7 +128,6 @@ class _Builder:
     def __init__(self, instance: Instance) -> None:
         graph = instance.graph
         self.times = np.where(np.isfinite(instance.costs.times), instance.costs.times, 0.0)
-        self.reference = int(np.argmin(self.times.sum(axis=0)))  # cells measure work on this type
         self.latency, self.bandwidth = _links(instance)
         if instance.options.overlap:
             self.latency, self.bandwidth = 0.0 * self.latency, np.full_like(self.bandwidth, np.inf)
@@ -170,14 +170,15 @@ class _Builder:
     def add(self, end: np.ndarray, start: np.ndarray, comm: np.ndarray, threshold: np.ndarray) -> None:
         self.rows.append((end, start, comm, threshold))
 
-    def segment_positions(self, b: int, prefix: np.ndarray, first: int) -> None:
-        """Positions of segment ``b``, the first of them at row ``first``."""
+    def segment_positions(self, b: int, prefix: np.ndarray, first: int, reference: int) -> bool:
+        """Positions of segment ``b``, the first of them at row ``first``; whether relaxed."""
         lo, hi = int(self.bounds[b]), int(self.bounds[b + 1])
         ideals = _ideals(self, b, lo, hi) if hi - lo <= _EXACT_OPS else None
         if ideals is not None:
             self.exact(b, lo, hi, ideals, prefix, first)
         else:
-            self.relaxed(b, lo, hi, prefix, first)
+            self.relaxed(b, lo, hi, prefix, first, reference)
+        return ideals is None
 
     def exact(self, b: int, lo: int, hi: int, ideals: list[int], prefix: np.ndarray, first: int) -> None:
         members = np.array([[ideal >> u & 1 for u in range(hi - lo)] for ideal in ideals], dtype=bool)
@@ -199,12 +200,11 @@ class _Builder:
         threshold[0] = first
         self.add(partial, partial, comm, threshold)
 
-    def relaxed(self, b: int, lo: int, hi: int, prefix: np.ndarray, first: int) -> None:
+    def relaxed(self, b: int, lo: int, hi: int, prefix: np.ndarray, first: int, reference: int) -> None:
         times = self.times[lo:hi]
         totals = times.sum(axis=0)
-        reference = times[:, self.reference]
-        cuts = np.linspace(0.0, totals[self.reference], _CELLS + 1)
-        least = [_least_work(reference, times[:, t]) for t in range(times.shape[1])]
+        cuts = np.linspace(0.0, totals[reference], _CELLS + 1)
+        least = [_least_work(times[:, reference], times[:, t]) for t in range(times.shape[1])]
         end = prefix[None, :] + np.column_stack([np.interp(cuts[:-1], xs, ys) for xs, ys in least])
         rest = cuts[-1] - cuts[1:]
         start = (prefix + totals)[None, :] - np.column_stack([np.interp(rest, xs, ys) for xs, ys in least])
@@ -266,12 +266,14 @@ def _ideals(builder: _Builder, b: int, lo: int, hi: int) -> list[int] | None:
     return ideals
 
 
-def _positions(instance: Instance) -> _Positions:
-    builder = _Builder(instance)
+def _positions(builder: _Builder, reference: int) -> tuple[_Positions, bool]:
+    """The positions, large segments measured on type ``reference``; whether any was relaxed."""
+    builder.rows = []
+    relaxed = False
     prefix = np.zeros(builder.times.shape[1])
     first = 0
     for b in range(len(builder.bounds) - 1):
-        builder.segment_positions(b, prefix, first)
+        relaxed |= builder.segment_positions(b, prefix, first, reference)
         first += len(builder.rows[-1][0])
         prefix = prefix + builder.times[builder.bounds[b] : builder.bounds[b + 1]].sum(axis=0)
     zero = np.zeros_like(prefix)
@@ -281,14 +283,14 @@ def _positions(instance: Instance) -> _Positions:
     send[-1] = 0.0
     recv = comm.copy()
     recv[0] = 0.0
-    return _Positions(end, start, send, recv, threshold)
+    return _Positions(end, start, send, recv, threshold), relaxed
 
 
 class _Relaxation:
     """Feasibility of a bottleneck in the relaxation of the module docstring."""
 
-    def __init__(self, instance: Instance) -> None:
-        self.positions = p = _positions(instance)
+    def __init__(self, instance: Instance, positions: _Positions) -> None:
+        self.positions = p = positions
         self.full_end = np.minimum.accumulate((p.end + p.send)[::-1], axis=0)[::-1]
         self.full_start = p.start - p.recv
         self.compute_end = np.minimum.accumulate(p.end[::-1], axis=0)[::-1]
@@ -333,19 +335,34 @@ def chain_lower_bound(
 ) -> float:
     """The largest bottleneck the relaxation proves infeasible (0 when none is found).
 
-    ``upper`` (a known bottleneck) brackets the bisection; ``deadline`` (``time.perf_counter``
-    seconds) stops it early — every infeasible value met so far is already a valid bound.
+    Each device type in turn (fastest first) measures the large segments, while time remains;
+    every choice gives a valid bound, so the largest is kept. ``upper`` (a known bottleneck)
+    brackets the bisection; ``deadline`` (``time.perf_counter`` seconds) stops early — every
+    infeasible value met so far is already a valid bound.
     """
-    relaxation = _Relaxation(instance)
-    lower, high = 0.0, upper
-    if high is not None and np.isfinite(high) and not relaxation.feasible(high / (1 + _OPTIMAL)):
-        return high / (1 + _OPTIMAL) * (1 - _SAFETY)  # ``upper`` is optimal within solve's tolerance
+    builder = _Builder(instance)
+    best = 0.0
+    for reference in np.argsort(builder.times.sum(axis=0), kind="stable"):
+        positions, relaxed = _positions(builder, int(reference))
+        best = max(best, _bisect(_Relaxation(instance, positions), best, upper, deadline))
+        if not relaxed or (deadline is not None and time.perf_counter() > deadline):
+            break
+    return best
+
+
+def _bisect(relaxation: _Relaxation, floor: float, upper: float | None, deadline: float | None) -> float:
+    """The largest value found infeasible above ``floor`` (``floor`` when there is none)."""
+    if upper is not None and np.isfinite(upper) and not relaxation.feasible(upper / (1 + _OPTIMAL)):
+        return upper / (1 + _OPTIMAL) * (1 - _SAFETY)  # ``upper`` is optimal within solve's tolerance
+    if floor > 0 and relaxation.feasible(floor):
+        return floor
+    lower, high = floor, upper
     if high is None or not np.isfinite(high):
-        high = float(relaxation.positions.end[-1].min()) / relaxation.stages or 1.0
+        high = max(floor, float(relaxation.positions.end[-1].min()) / relaxation.stages) or 1.0
         while not relaxation.feasible(high):
             lower, high = high, 2.0 * high
             if deadline is not None and time.perf_counter() > deadline:
-                return lower * (1 - _SAFETY)
+                return max(floor, lower * (1 - _SAFETY))
     while high - lower > _RELATIVE_GAP * high:
         if deadline is not None and time.perf_counter() > deadline:
             break
@@ -354,4 +371,4 @@ def chain_lower_bound(
             high = middle
         else:
             lower = middle
-    return lower * (1 - _SAFETY)
+    return max(floor, lower * (1 - _SAFETY))
