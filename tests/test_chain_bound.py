@@ -97,3 +97,25 @@ def test_beats_the_aggregate_bound_on_a_decoder_and_respects_the_deadline() -> N
     bound = chain_lower_bound(instance, found)
     assert aggregate < bound <= found * (1 + 1e-9)
     assert chain_lower_bound(instance, found, deadline=0.0) == 0.0
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.sampled_from(["decoder", "moe"]), st.integers(2, 4), st.integers(0, 2), st.booleans())
+def test_never_above_a_proven_optimum_on_small_transformers(model, stages, hosts, cells) -> None:
+    # Multi-op segments with residual skips (cells forced or exact ideals), on 1–3 one-type hosts.
+    graph = (
+        synthetic.decoder_graph(layers=2, hidden=1024, intermediate=2816, vocab=1000, seq=2048)
+        if model == "decoder"
+        else synthetic.moe_graph(
+            layers=1, experts=4, hidden=1024, expert_intermediate=1024, top_k=2, vocab=1000, seq=2048
+        )
+    )
+    cluster = synthetic.hetero_cluster(hosts + 1, 2)
+    instance = partition.build_instance(graph, cluster, partition.Options(stages=min(stages, 2 * hosts + 2)))
+    exact = partition.solve(instance, "ideal-dp")
+    if exact.status is not partition.Status.OPTIMAL:
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        if cells:
+            patch.setattr(chain_bound, "_EXACT_OPS", 0)
+        assert chain_lower_bound(instance) <= exact.bottleneck * (1 + 1e-9)
