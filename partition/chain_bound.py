@@ -139,13 +139,12 @@ class _Builder:
         kept = [t for t in graph.tensors if t.producer is not None and t.consumers]
         self.producer = np.array([graph.index[t.producer] for t in kept], dtype=np.int64)
         self.size = np.array([t.bytes for t in kept], dtype=float)
-        pairs = np.unique(
-            np.array(
-                [(i, graph.index[c]) for i, t in enumerate(kept) for c in t.consumers], dtype=np.int64
-            ).reshape(-1, 2),
-            axis=0,
-        )
-        self.pair_tensor, self.pair_op = pairs[:, 0], pairs[:, 1]
+        index = graph.index
+        readers = np.array([index[c] for t in kept for c in t.consumers], dtype=np.int64)
+        tensor = np.repeat(np.arange(len(kept)), [len(t.consumers) for t in kept])
+        n = len(graph.ops)
+        pairs = np.unique(tensor * n + readers)  # distinct, sorted by tensor
+        self.pair_tensor, self.pair_op = pairs // n, pairs % n
         self.last_reader = np.full(len(kept), -1, dtype=np.int64)
         np.maximum.at(self.last_reader, self.pair_tensor, self.pair_op)
         # bytes and count of the tensors crossing into each segment (produced before, read in it)
