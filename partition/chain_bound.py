@@ -1,0 +1,373 @@
+"""A lower bound that respects contiguity and op granularity along the graph's dominator chain.
+
+**Dominators.** Add a super source before every source op and a super sink after every sink op.
+An op ``d`` lies on every source→sink path exactly when no edge jumps over its position in the
+topological order (an edge ``u → w`` with ``pos(u) < pos(d) < pos(w)``, super edges included,
+is a path around ``d``; without one, every path must step onto ``d``). Call these ops
+``d_1 < … < d_m``. Every op is comparable with every ``d_i`` (a path through the op passes
+``d_i``), so the ops split into *segments*: segment ``b`` is ``d_b`` and the ops strictly between
+``d_b`` and ``d_{b+1}`` (segment 0 may hold ops before ``d_1``). An edge leaving segment ``a``
+ends in segment ``a`` or at ``d_{a+1}`` (a path using it passes ``d_{a+1}`` after it). So every
+ideal (downset) of the graph is ``prefix(b) ∪ P`` — all segments before ``b`` and an ideal
+``P ⊊`` segment ``b`` — and its crossing tensors (produced inside, read outside) are those of
+segment ``b - 1`` read by ``d_b`` when ``P = ∅``, else those produced in ``P``.
+
+**Positions.** The cuts ``J_0 = ∅ ⊂ J_1 ⊂ … ⊂ J_s = V`` of a placement map to *positions* in a
+linear order (segment by segment; nested cuts never go backwards):
+
+- a small segment contributes one position per ideal ``P`` (sorted by size), with exact
+  compute prefix ``C_τ(J)`` on each type and its exact crossing tensors;
+- a large segment contributes its boundary (``P = ∅``) and ``G`` cells of its work on a
+  reference type ``r`` (each type in turn, fastest first, while time remains; every choice
+  gives a valid bound and the largest is kept): a cut ``P ≠ ∅`` with ``x = Σ_{v∈P} t_r(v)`` in
+  ``[x_g, x_{g+1})`` maps to cell ``g``. With ``L_τ(x)`` the least time on type ``τ`` of any
+  *fractional* set of the segment's ops worth ``x`` on ``r`` (a fractional knapsack: ops by
+  increasing ``t_τ/t_r``; ``L_r(x) = x``), a stage of type ``τ`` ending at ``P`` computes at
+  least ``L_τ(x_g)`` of the segment and one starting there at least ``L_τ(X − x_{g+1})``
+  (``X`` the segment's work on ``r``; ``L_τ`` is increasing). Segments in between are charged
+  exactly. The crossing tensors of such a cut are at least the tensors from ``d_b`` to
+  ``d_{b+1}`` (``d_b ∈ P``, ``d_{b+1} ∉ P``) plus, for some op ``w ∉ P`` whose segment
+  predecessors are all in ``P``, ``w``'s inputs from the segment: the cheapest such ``w`` is
+  charged.
+
+Each position gets, per type, ``end_τ`` and ``start_τ`` such that a stage on ``τ`` from cut
+``I`` to cut ``J`` computes at least ``end_τ(J) − start_τ(I)``, and ``recv_τ(I)``/``send_τ(J)``,
+the time of ``I``'s/``J``'s crossing tensors over the best link a device of type ``τ`` has
+(smallest latency, largest bandwidth; one destination per tensor, a lower estimate in both
+communication modes). When ``I`` is a segment boundary, or ``J`` lies beyond the boundary after
+``I``'s segment (position > ``thr(I)``), the stage reads every crossing tensor of ``I`` and
+writes every crossing tensor of ``J`` (by the edge property above), so its time is at least
+``end_τ(J) + send_τ(J) − start_τ(I) + recv_τ(I)``; otherwise at least its compute. With
+``--overlap`` communication is dropped (``max(compute, comm) ≥ compute``).
+
+**Relaxed feasibility of a bottleneck ``B``.** ``reach_τ(I)`` is the furthest position ``J`` the
+test above admits (``end`` replaced by its suffix minimum, so the admissible ``J`` form a prefix
+and can be binary-searched), then made nondecreasing in ``I`` by a running maximum: an
+over-estimate of how far one stage can go from any cut at or before ``I``. With ``F(c)`` the
+furthest position reachable using at most ``c_τ`` stages of each type,
+``F(c) = max(F(c − e_τ) reach_τ)`` — if the true placement's first stages reach cut ``J``
+with counts ``c``, then ``F(c) ≥ pos(J)`` by induction, because ``reach_τ`` is monotone and
+admits every real stage of time ``≤ B``. So if ``F(min(n, k)) < pos(V)`` after ``k`` rounds, no
+placement has bottleneck ``≤ B`` and ``B`` is a valid bound; the largest such ``B`` is found by
+bisection. Memory, colocation and exact stage counts are relaxed (dropping constraints only
+lowers the optimum). A chain graph has a dominator at every op, so on one host in a homogeneous
+cluster this is the exact chain DP optimum.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .instance import Instance
+
+_IDEAL_LIMIT = 256  # a segment with more ideals is relaxed to cells
+_EXACT_OPS = 60  # ideals are bitsets of one machine word's worth of ops
+_CELLS = 64
+_RELATIVE_GAP = 1e-6  # bisection stops when the bracket is this tight
+_OPTIMAL = 1e-7  # first probe just below ``upper``: proves it optimal when infeasible
+_SAFETY = 1e-9  # the bound is shrunk by this much against rounding in the prefix sums
+
+
+@dataclass(frozen=True)
+class _Positions:
+    """Per position (rows, last = all ops placed) and device type (columns)."""
+
+    end: np.ndarray
+    start: np.ndarray
+    send: np.ndarray
+    recv: np.ndarray
+    threshold: np.ndarray
+
+
+def dominators(instance: Instance) -> np.ndarray:
+    """Whether each op lies on every source→sink path (no edge jumps over its position)."""
+    n = len(instance.graph.ops)
+    edges = np.asarray(instance.graph.edges, dtype=np.int64).reshape(-1, 2)
+    cover = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(cover, edges[:, 0] + 1, 1)
+    np.add.at(cover, edges[:, 1], -1)
+    has_pred = np.zeros(n, dtype=bool)
+    has_pred[edges[:, 1]] = True
+    has_succ = np.zeros(n, dtype=bool)
+    has_succ[edges[:, 0]] = True
+    sources, sinks = np.flatnonzero(~has_pred), np.flatnonzero(~has_succ)
+    cover[0] += len(sources)
+    np.add.at(cover, sources, -1)  # super source → q covers 0..q-1
+    np.add.at(cover, sinks + 1, 1)  # q → super sink covers q+1..n-1
+    cover[n] -= len(sinks)
+    return np.cumsum(cover)[:n] == 0
+
+
+def _links(instance: Instance) -> tuple[np.ndarray, np.ndarray]:
+    """Per device type, the smallest latency and largest bandwidth of any link it can use."""
+    cluster = instance.cluster
+    types = len(cluster.type_names)
+    latency, bandwidth = np.full(types, np.inf), np.zeros(types)
+    per_host = np.bincount([d.host for d in cluster.devices], minlength=len(cluster.hosts))
+    for device in cluster.devices:
+        t = cluster.type_names.index(device.type)
+        usable = [cluster.hosts[device.host].intra_link] if per_host[device.host] > 1 else []
+        if len(cluster.hosts) > 1:
+            usable.append(cluster.inter_host_link)
+        for link in usable:
+            latency[t] = min(latency[t], link.latency)
+            bandwidth[t] = max(bandwidth[t], link.bandwidth)
+    return np.where(np.isfinite(latency), latency, 0.0), np.where(bandwidth > 0, bandwidth, np.inf)
+
+
+class _Builder:
+    """Collects the positions of :class:`_Positions`, segment by segment.
+
+    Tensors are flat arrays (op-produced tensors read by some op): ``producer``, ``size`` and
+    the (tensor, consumer) pairs ``pair_tensor``/``pair_op``, distinct and sorted by tensor.
+    """
+
+    def __init__(self, instance: Instance) -> None:
+        graph = instance.graph
+        self.times = np.where(np.isfinite(instance.costs.times), instance.costs.times, 0.0)
+        self.latency, self.bandwidth = _links(instance)
+        if instance.options.overlap:
+            self.latency, self.bandwidth = 0.0 * self.latency, np.full_like(self.bandwidth, np.inf)
+        dom = dominators(instance)
+        self.segment = np.cumsum(dom) - (1 if dom[0] else 0)
+        self.heads = dom
+        n_seg = int(self.segment[-1]) + 1
+        self.bounds = np.searchsorted(self.segment, np.arange(n_seg + 1))
+        kept = [t for t in graph.tensors if t.producer is not None and t.consumers]
+        self.producer = np.array([graph.index[t.producer] for t in kept], dtype=np.int64)
+        self.size = np.array([t.bytes for t in kept], dtype=float)
+        index = graph.index
+        readers = np.array([index[c] for t in kept for c in t.consumers], dtype=np.int64)
+        tensor = np.repeat(np.arange(len(kept)), [len(t.consumers) for t in kept])
+        n = len(graph.ops)
+        pairs = np.unique(tensor * n + readers)  # distinct, sorted by tensor
+        self.pair_tensor, self.pair_op = pairs // n, pairs % n
+        self.last_reader = np.full(len(kept), -1, dtype=np.int64)
+        np.maximum.at(self.last_reader, self.pair_tensor, self.pair_op)
+        # bytes and count of the tensors crossing into each segment (produced before, read in it)
+        first, last = self.segment[self.producer] + 1, self.segment[self.last_reader] + 1
+        crossing = np.zeros((n_seg + 2, 2))
+        np.add.at(crossing, first, np.column_stack([self.size, np.ones(len(kept))]))
+        np.add.at(crossing, last, -np.column_stack([self.size, np.ones(len(kept))]))
+        self.crossing = np.cumsum(crossing, axis=0)
+        order = np.argsort(self.segment[self.producer], kind="stable")
+        self.by_segment = np.split(
+            order, np.searchsorted(self.segment[self.producer][order], np.arange(1, n_seg))
+        )
+        pair_segment = self.segment[self.producer[self.pair_tensor]]
+        order = np.argsort(pair_segment, kind="stable")
+        self.pairs_by_segment = np.split(order, np.searchsorted(pair_segment[order], np.arange(1, n_seg)))
+        self.rows: list[tuple[np.ndarray, ...]] = []
+
+    def comm(self, size: np.ndarray | float, count: np.ndarray | float) -> np.ndarray:
+        """Time per type (last axis) of sending or receiving ``count`` tensors of ``size`` bytes."""
+        return np.multiply.outer(count, self.latency) + np.divide.outer(size, self.bandwidth)
+
+    def add(self, end: np.ndarray, start: np.ndarray, comm: np.ndarray, threshold: np.ndarray) -> None:
+        self.rows.append((end, start, comm, threshold))
+
+    def segment_positions(self, b: int, prefix: np.ndarray, first: int, reference: int) -> bool:
+        """Positions of segment ``b``, the first of them at row ``first``; whether relaxed."""
+        lo, hi = int(self.bounds[b]), int(self.bounds[b + 1])
+        ideals = _ideals(self, b, lo, hi) if hi - lo <= _EXACT_OPS else None
+        if ideals is not None:
+            self.exact(b, lo, hi, ideals, prefix, first)
+        else:
+            self.relaxed(b, lo, hi, prefix, first, reference)
+        return ideals is None
+
+    def exact(self, b: int, lo: int, hi: int, ideals: list[int], prefix: np.ndarray, first: int) -> None:
+        members = np.array([[ideal >> u & 1 for u in range(hi - lo)] for ideal in ideals], dtype=bool)
+        partial = prefix[None, :] + members.astype(float) @ self.times[lo:hi]
+        local = self.by_segment[b]
+        inside = members[:, self.producer[local] - lo]  # ideal × tensor: producer inside
+        read_outside = self.last_reader[local] >= hi
+        selected = self.pairs_by_segment[b]
+        column = np.searchsorted(local, self.pair_tensor[selected])
+        consumer = self.pair_op[selected]
+        in_segment = consumer < hi
+        missing = np.zeros_like(inside)  # some reader of the tensor inside the segment is outside the ideal
+        for c, op in zip(column[in_segment], consumer[in_segment], strict=True):
+            missing[:, c] |= ~members[:, op - lo]
+        crossing = inside & (missing | read_outside[None, :])
+        comm = self.comm(crossing.astype(float) @ self.size[local], crossing.sum(axis=1).astype(float))
+        comm[0] = self.comm(*self.crossing[b])
+        threshold = np.full(len(ideals), first + len(ideals))
+        threshold[0] = first
+        self.add(partial, partial, comm, threshold)
+
+    def relaxed(self, b: int, lo: int, hi: int, prefix: np.ndarray, first: int, reference: int) -> None:
+        times = self.times[lo:hi]
+        totals = times.sum(axis=0)
+        cuts = np.linspace(0.0, totals[reference], _CELLS + 1)
+        least = [_least_work(times[:, reference], times[:, t]) for t in range(times.shape[1])]
+        end = prefix[None, :] + np.column_stack([np.interp(cuts[:-1], xs, ys) for xs, ys in least])
+        rest = cuts[-1] - cuts[1:]
+        start = (prefix + totals)[None, :] - np.column_stack([np.interp(rest, xs, ys) for xs, ys in least])
+        local = self.by_segment[b]
+        always = (
+            local[(self.producer[local] == lo) & (self.last_reader[local] >= hi)]
+            if self.heads[lo]
+            else local[:0]
+        )
+        # inputs from the segment of each op w (d_b's tensors to d_{b+1} excluded: always counted)
+        pairs = self.pairs_by_segment[b]
+        pairs = pairs[~np.isin(self.pair_tensor[pairs], always)]
+        readers = self.pair_op[pairs]
+        inner = (readers >= lo) & (readers < hi)
+        size = np.bincount(readers[inner] - lo, self.size[self.pair_tensor[pairs][inner]], minlength=hi - lo)
+        count = np.bincount(readers[inner] - lo, minlength=hi - lo).astype(float)
+        skip = 1 if self.heads[lo] else 0
+        extra = self.comm(size[skip:], count[skip:]).min(axis=0) if hi - lo > skip else 0.0 * self.latency
+        interior = self.comm(self.size[always].sum(), float(len(always))) + extra
+        self.add(
+            np.vstack([prefix[None, :], end]),
+            np.vstack([prefix[None, :], start]),
+            np.vstack([self.comm(*self.crossing[b])[None, :], np.repeat(interior[None, :], _CELLS, axis=0)]),
+            np.array([first] + [first + 1 + _CELLS] * _CELLS),
+        )
+
+
+def _least_work(reference: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Breakpoints of ``x ↦`` the least time on one type of ops (fractions allowed) worth ``x``
+    on the reference type: the fractional knapsack, ops by increasing time ratio."""
+    useful = reference > 0
+    order = np.argsort(times[useful] / reference[useful], kind="stable")
+    xs = np.concatenate([[0.0], np.cumsum(reference[useful][order])])
+    return xs, np.concatenate([[0.0], np.cumsum(times[useful][order])])
+
+
+def _ideals(builder: _Builder, b: int, lo: int, hi: int) -> list[int] | None:
+    """Ideals of segment ``[lo, hi)`` as bitsets by increasing size (the whole segment left
+    out: it is the next segment's empty ideal), or ``None`` past :data:`_IDEAL_LIMIT`."""
+    preds = [0] * (hi - lo)
+    selected = builder.pairs_by_segment[b]
+    for t, c in zip(builder.pair_tensor[selected].tolist(), builder.pair_op[selected].tolist(), strict=True):
+        if c < hi:
+            preds[c - lo] |= 1 << (int(builder.producer[t]) - lo)
+    full = (1 << (hi - lo)) - 1
+    ideals, level, seen = [0], [0], {0}
+    while level:
+        following = []
+        for ideal in level:
+            for u in range(hi - lo):
+                grown = ideal | 1 << u
+                if grown != ideal and preds[u] & ~ideal == 0 and grown not in seen:
+                    seen.add(grown)
+                    following.append(grown)
+                    if len(seen) > _IDEAL_LIMIT:
+                        return None
+        ideals.extend(sorted(g for g in following if g != full))
+        level = following
+    return ideals
+
+
+def _positions(builder: _Builder, reference: int) -> tuple[_Positions, bool]:
+    """The positions, large segments measured on type ``reference``; whether any was relaxed."""
+    builder.rows = []
+    relaxed = False
+    prefix = np.zeros(builder.times.shape[1])
+    first = 0
+    for b in range(len(builder.bounds) - 1):
+        relaxed |= builder.segment_positions(b, prefix, first, reference)
+        first += len(builder.rows[-1][0])
+        prefix = prefix + builder.times[builder.bounds[b] : builder.bounds[b + 1]].sum(axis=0)
+    zero = np.zeros_like(prefix)
+    builder.add(prefix[None, :], prefix[None, :], zero[None, :], np.array([first]))
+    end, start, comm, threshold = (np.concatenate(parts) for parts in zip(*builder.rows, strict=True))
+    send = comm.copy()
+    send[-1] = 0.0
+    recv = comm.copy()
+    recv[0] = 0.0
+    return _Positions(end, start, send, recv, threshold), relaxed
+
+
+class _Relaxation:
+    """Feasibility of a bottleneck in the relaxation of the module docstring."""
+
+    def __init__(self, instance: Instance, positions: _Positions) -> None:
+        self.positions = p = positions
+        self.full_end = np.minimum.accumulate((p.end + p.send)[::-1], axis=0)[::-1]
+        self.full_start = p.start - p.recv
+        self.compute_end = np.minimum.accumulate(p.end[::-1], axis=0)[::-1]
+        k = min(instance.options.stages, len(instance.cluster.devices))
+        self.stages = k
+        self.counts = tuple(min(c, k) for c in instance.cluster.type_counts)
+        self.last = len(p.end) - 1
+
+    def reach(self, bottleneck: float) -> list[np.ndarray]:
+        p = self.positions
+        here = np.arange(self.last + 1)
+        reaches = []
+        for t in range(p.end.shape[1]):
+            full = np.searchsorted(self.full_end[:, t], self.full_start[:, t] + bottleneck, side="right") - 1
+            compute = np.searchsorted(self.compute_end[:, t], p.start[:, t] + bottleneck, side="right") - 1
+            best = np.maximum(np.where(full > p.threshold, full, -1), np.minimum(compute, p.threshold))
+            reaches.append(np.maximum.accumulate(np.maximum(best, here)))
+        return reaches
+
+    def feasible(self, bottleneck: float) -> bool:
+        reaches = self.reach(bottleneck)
+        furthest = np.zeros([c + 1 for c in self.counts], dtype=np.int64)
+        for _ in range(self.stages):
+            grown = furthest.copy()
+            for t, reach in enumerate(reaches):
+                if self.counts[t] == 0:
+                    continue
+                later = [slice(None)] * len(self.counts)
+                earlier = [slice(None)] * len(self.counts)
+                later[t], earlier[t] = slice(1, None), slice(0, -1)
+                np.maximum(grown[tuple(later)], reach[furthest[tuple(earlier)]], out=grown[tuple(later)])
+            if grown[self.counts] >= self.last:
+                return True
+            if np.array_equal(grown, furthest):
+                return False
+            furthest = grown
+        return False
+
+
+def chain_lower_bound(
+    instance: Instance, upper: float | None = None, *, deadline: float | None = None
+) -> float:
+    """The largest bottleneck the relaxation proves infeasible (0 when none is found).
+
+    Each device type in turn (fastest first) measures the large segments, while time remains;
+    every choice gives a valid bound, so the largest is kept. ``upper`` (a known bottleneck)
+    brackets the bisection; ``deadline`` (``time.perf_counter`` seconds) stops early — every
+    infeasible value met so far is already a valid bound.
+    """
+    builder = _Builder(instance)
+    best = 0.0
+    for reference in np.argsort(builder.times.sum(axis=0), kind="stable"):
+        positions, relaxed = _positions(builder, int(reference))
+        best = max(best, _bisect(_Relaxation(instance, positions), best, upper, deadline))
+        if not relaxed or (deadline is not None and time.perf_counter() > deadline):
+            break
+    return best
+
+
+def _bisect(relaxation: _Relaxation, floor: float, upper: float | None, deadline: float | None) -> float:
+    """The largest value found infeasible above ``floor`` (``floor`` when there is none)."""
+    if upper is not None and np.isfinite(upper) and not relaxation.feasible(upper / (1 + _OPTIMAL)):
+        return upper / (1 + _OPTIMAL) * (1 - _SAFETY)  # ``upper`` is optimal within solve's tolerance
+    if floor > 0 and relaxation.feasible(floor):
+        return floor
+    lower, high = floor, upper
+    if high is None or not np.isfinite(high):
+        high = max(floor, float(relaxation.positions.end[-1].min()) / relaxation.stages) or 1.0
+        while not relaxation.feasible(high):
+            lower, high = high, 2.0 * high
+            if deadline is not None and time.perf_counter() > deadline:
+                return max(floor, lower * (1 - _SAFETY))
+    while high - lower > _RELATIVE_GAP * high:
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        middle = (lower + high) / 2
+        if relaxation.feasible(middle):
+            high = middle
+        else:
+            lower = middle
+    return max(floor, lower * (1 - _SAFETY))
