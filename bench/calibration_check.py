@@ -7,7 +7,9 @@ reference inputs), fits ONE calibrated roofline model on all the tables
 the profiled runs), the roofline's whole-model time with the default factors, calibrated on
 all models, and calibrated leave-one-model-out (fitted on the other models only: the honest
 figure for a model the calibration has not seen), each with its error, and the per-op median
-and 90th-percentile absolute relative error before and after. A model whose weights alone
+and 90th-percentile absolute relative error before and after. The sum of the table's per-op
+medians is shown against its whole-model median (what the table leaves out: dispatch between
+kernels, and under load the preemption of long runs). A model whose weights alone
 exceed this machine's available memory is skipped with the reason.
 
 The machine may be shared: each row shows the load average before and after its profile and
@@ -157,8 +159,9 @@ def main() -> int:
     print(f"fit on {len(pairs)} models: {time.perf_counter() - started:.1f} s", file=sys.stderr)
     default = RooflineModel()
     header = (
-        "| model | ops | load | wall/CPU | measured ms | roofline ms (err) | calibrated ms (err)"
-        " | leave-one-out ms (err) | op median err before → after (LOO) | op p90 err before → after (LOO) |"
+        "| model | ops | load | wall/CPU | measured ms | Σ op medians | roofline ms (err)"
+        " | calibrated ms (err) | leave-one-out ms (err)"
+        " | op median err before → after (LOO) | op p90 err before → after (LOO) |"
     )
     print(header)
     print("|" + "---|" * header.count(" | ") + "---|")
@@ -169,9 +172,11 @@ def main() -> int:
         before, after, held = (errors(p.graph, p.table, m, device) for m in (default, everything, others))
         cells = [f"{t * 1e3:.1f} ({e:+.1%})" for t, e in (_whole(x, measured) for x in (before, after, held))]
         share = "–" if p.contention is None else f"{p.contention:.2f}"
+        op_sum = sum(t.median for t in p.table.ops.values())  # the table's sum against its whole run
         load = f"{p.load[0]:.1f}–{p.load[1]:.1f}"
         print(
-            f"| {p.name} | {len(p.graph.ops)} | {load} | {share} | {measured * 1e3:.1f} | {' | '.join(cells)}"
+            f"| {p.name} | {len(p.graph.ops)} | {load} | {share} | {measured * 1e3:.1f}"
+            f" | {op_sum * 1e3:.1f} ({op_sum / measured - 1:+.1%}) | {' | '.join(cells)}"
             f" | {before.median:.0%} → {after.median:.0%} ({held.median:.0%})"
             f" | {before.p90:.0%} → {after.p90:.0%} ({held.p90:.0%}) |"
         )
@@ -179,6 +184,7 @@ def main() -> int:
             "measured_s": measured,
             "load": p.load,
             "wall_over_cpu": p.contention,
+            "op_median_sum_s": op_sum,
             **{k: vars(e) for k, e in (("before", before), ("after", after), ("leave_one_out", held))},
         }
     missed = [n for n, r in report.items() if abs(r["after"]["whole_run"]) > TARGET]
