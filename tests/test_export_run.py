@@ -178,7 +178,7 @@ def test_absent_constants_are_filled_so_the_model_stays_finite() -> None:
     # random values there turn GPT-2's outputs into NaN, so they get neutral values instead.
     from onnx import TensorProto, helper
 
-    from partition.export import _random_weight
+    from partition.fill import _random_weight
 
     scalar = helper.make_tensor("exponent", TensorProto.FLOAT, [], [0.0])
     mask = helper.make_tensor("mask", TensorProto.BOOL, [2, 2], [False] * 4)
