@@ -183,21 +183,31 @@ def shape_slots(graph: onnx.GraphProto) -> dict[str, tuple[onnx.NodeProto, int]]
     return slots
 
 
-def _static(types: Mapping[str, onnx.ValueInfoProto], name: str) -> Shape | None:
-    value = types.get(name)
-    if value is None or not value.type.tensor_type.HasField("shape"):
-        return None
-    dims = value.type.tensor_type.shape.dim
-    return tuple(d.dim_value for d in dims) if all(d.HasField("dim_value") for d in dims) else None
+def _static_shapes(
+    model: onnx.ModelProto, types: Mapping[str, onnx.ValueInfoProto]
+) -> Callable[[str], Shape | None]:
+    """A tensor's static shape: an initializer's dims, else the inferred type's, else None."""
+    dims = {t.name: tuple(t.dims) for t in model.graph.initializer}
+
+    def shape(name: str) -> Shape | None:
+        if name in dims:
+            return dims[name]
+        value = types.get(name)
+        if value is None or not value.type.tensor_type.HasField("shape"):
+            return None
+        found = value.type.tensor_type.shape.dim
+        return tuple(d.dim_value for d in found) if all(d.HasField("dim_value") for d in found) else None
+
+    return shape
 
 
 def _shape_value(
-    tensor: onnx.TensorProto, node: onnx.NodeProto, position: int, types: Mapping[str, onnx.ValueInfoProto]
+    tensor: onnx.TensorProto, node: onnx.NodeProto, position: int, shape: Callable[[str], Shape | None]
 ) -> np.ndarray:
     """The value ``tensor`` must hold as input ``position`` of ``node`` (see the module docstring)."""
     label = f"{node.name or node.op_type!r} ({node.op_type})"
-    shapes = [_static(types, x) for x in node.input[:1]]
-    outputs = [_static(types, x) for x in node.output if x]
+    shapes = [shape(x) for x in node.input[:1]]
+    outputs = [shape(x) for x in node.output if x]
     if None in shapes or None in outputs:
         raise ModelError(
             f"weight {tensor.name!r} has no data file and is the shape input of node {label}, whose"
@@ -235,12 +245,10 @@ def load_runnable_model(path: str | Path, dims: Mapping[str, int] | None = None)
             absent.append(tensor)
     slots = shape_slots(model.graph)
     types = inferred_types(path, dims or {}) if any(t.name in slots for t in absent) else {}
+    shape = _static_shapes(model, types)
     for tensor in absent:
-        value = (
-            _shape_value(tensor, *slots[tensor.name], types)
-            if tensor.name in slots
-            else _random_weight(tensor)
-        )
+        slot = slots.get(tensor.name)
+        value = _random_weight(tensor) if slot is None else _shape_value(tensor, *slot, shape)
         tensor.CopyFrom(numpy_helper.from_array(value, tensor.name))
     if absent:
         log.warning("%s: %d weights have no data file; using random values", path, len(absent))
