@@ -18,7 +18,9 @@ import logging
 import math
 import zlib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -69,12 +71,18 @@ def _random_weight(tensor: onnx.TensorProto) -> np.ndarray:
 # --- shape-like inputs: the value each must hold for the node to produce its declared shapes ---
 
 
+@dataclass(frozen=True)
 class _Slot:
-    """What a shape-like input must hold, given the node and its tensors' static shapes."""
+    """What a shape-like input must hold: the node, its tensors' static shapes, the value's size."""
 
-    def __init__(self, node: onnx.NodeProto, shapes: list[Shape], outputs: list[Shape], length: int) -> None:
-        self.node, self.inputs, self.outputs, self.length = node, shapes, outputs, length
-        self.attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    node: onnx.NodeProto
+    inputs: list[Shape]
+    outputs: list[Shape]
+    length: int
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        return {a.name: helper.get_attribute_value(a) for a in self.node.attribute}
 
     @property
     def data(self) -> Shape:
@@ -251,5 +259,5 @@ def load_runnable_model(path: str | Path, dims: Mapping[str, int] | None = None)
         value = _random_weight(tensor) if slot is None else _shape_value(tensor, *slot, shape)
         tensor.CopyFrom(numpy_helper.from_array(value, tensor.name))
     if absent:
-        log.warning("%s: %d weights have no data file; using random values", path, len(absent))
+        log.warning("%s: %d weights have no data file; filling them (partition.fill)", path, len(absent))
     return model
