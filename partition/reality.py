@@ -115,7 +115,7 @@ def _charge(kernels: dict[str, float], graph: OpGraph) -> dict[str, float]:
     joins the time outside kernels that is spread over the ops."""
     own: dict[str, float] = defaultdict(float)
     for name, seconds in kernels.items():
-        owner = name if name in graph.index else name.split("/", 1)[0]
+        owner = name if name in graph.index else name.rsplit("/", 1)[0]  # op ids may hold "/"
         if owner in graph.index:
             own[owner] += seconds
     return own
