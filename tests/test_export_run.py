@@ -352,3 +352,13 @@ def test_a_node_onnxruntime_fuses_is_charged_to_its_op(tmp_path: Path) -> None:
     ops = import_onnx(path)
     times = dict(zip([op.id for op in ops.ops], measure_op_times(path, ops, repeats=3), strict=True))
     assert times["/block/mm"] > 0.0 and times["/block/add"] == 0.0  # the Add runs inside the MatMul's Gemm
+
+
+def test_profile_fills_absent_shape_inputs_the_same_way(tmp_path: Path) -> None:
+    # `partition profile` once zero-filled absent weights: a Resize with zero scales cannot run
+    from partition.profiler import profile_model
+
+    path = tmp_path / "shape_ops.onnx"
+    _shapes_only(_shape_ops_model(), path)
+    profile = profile_model(path, runs=1, warmup=0)
+    assert not profile.missing and profile.op_sum > 0
