@@ -9,9 +9,9 @@ it. A ``Shape``/``Size`` of a statically shaped *activation* is folded to a ``Co
 the inferred value, since its input may live in another stage.
 
 Weights kept in external data files are carried into the stages that use them; when such a
-file is missing (a model shipped with shapes only), the weights are materialised with random
-values, the same values on every load (seeded by the tensor name), so that the whole model and
-its stages still compute the same function.
+file is missing (a model shipped with shapes only), the weights are materialised by
+:mod:`partition.fill`, the same values on every load, so that the whole model and its stages
+still compute the same function.
 
 ``pipeline.json`` (schema ``partition.pipeline``, version 1) lists, per stage, its device, its
 model file, its op ids, the tensors it receives and from where (a stage or the graph input),
@@ -21,10 +21,8 @@ the tensors it sends and to which stages, and the graph outputs it produces.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import tempfile
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,14 +30,15 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import external_data_helper, helper, numpy_helper, shape_inference
+from onnx import helper, numpy_helper
 
 from .errors import InputError, ModelError
 from .evaluator import evaluate
+from .fill import inferred_types, load_runnable_model
 from .graph import OpGraph
 from .instance import Instance
 from .jsonio import dumps, read_json, write_atomic
-from .onnx_import import _pin_dims, _topological_nodes, load_model
+from .onnx_import import _topological_nodes, load_model
 from .placement import Placement
 
 log = logging.getLogger("partition")
@@ -157,41 +156,6 @@ def load_pipeline(directory: str | Path) -> Pipeline:
     return pipeline
 
 
-def _random_weight(tensor: onnx.TensorProto) -> np.ndarray:
-    """Deterministic stand-in values for a weight whose data file is absent."""
-    dtype = helper.tensor_dtype_to_np_dtype(tensor.data_type)
-    rng = np.random.default_rng(zlib.crc32(tensor.name.encode()))
-    shape = tuple(tensor.dims)
-    if np.issubdtype(dtype, np.floating) and math.prod(shape) == 1:
-        # a scalar is an exporter's constant (a Pow exponent, a GELU coefficient), not a learnt
-        # weight: 1 keeps every such op finite, where a random value can make Pow return NaN
-        return np.ones(shape, dtype=dtype)
-    if np.issubdtype(dtype, np.floating):
-        return (rng.standard_normal(shape) * 0.02).astype(dtype)
-    if dtype == np.bool_:  # masks (e.g. a causal-attention buffer): all-false would mask every
-        return np.ones(shape, dtype=dtype)  # position and turn softmax rows into NaN
-    return np.zeros(shape, dtype=dtype)  # integer weights index or shape things: zero is always valid
-
-
-def load_runnable_model(path: str | Path) -> onnx.ModelProto:
-    """The model with every weight's data present: loaded from its file, or random if absent."""
-    model, _ = load_model(path)
-    base = Path(path).parent
-    missing = 0
-    for tensor in model.graph.initializer:
-        if not external_data_helper.uses_external_data(tensor):
-            continue
-        info = external_data_helper.ExternalDataInfo(tensor)
-        if (base / info.location).is_file():
-            external_data_helper.load_external_data_for_tensor(tensor, str(base))
-        else:
-            missing += 1
-            tensor.CopyFrom(numpy_helper.from_array(_random_weight(tensor), tensor.name))
-    if missing:
-        log.warning("%s: %d weights have no data file; using random values", path, missing)
-    return model
-
-
 def _subgraph_references(node: onnx.NodeProto) -> set[str]:
     """Outer-scope tensors read inside a node's subgraphs (``If``/``Loop`` bodies)."""
     names: set[str] = set()
@@ -228,24 +192,6 @@ def _shape_constant(node: onnx.NodeProto, shape: tuple[int | None, ...]) -> onnx
     )
 
 
-def _inferred_types(path: str | Path, dims: Mapping[str, int]) -> dict[str, onnx.ValueInfoProto]:
-    """The type of every tensor shape inference resolves, input dims pinned as on import."""
-    where = str(path)
-    typed, _ = load_model(path)
-    typed = onnx.ModelProto.FromString(typed.SerializeToString())
-    _pin_dims(typed, dict(dims), where)
-    try:
-        typed = shape_inference.infer_shapes(typed, data_prop=True)
-    except Exception as error:
-        raise ModelError(f"{where}: shape inference failed ({str(error).splitlines()[0]})") from None
-    inferred = typed.graph
-    return {
-        v.name: v
-        for v in [*inferred.value_info, *inferred.input, *inferred.output]
-        if v.type.HasField("tensor_type")
-    }
-
-
 def _spec(value: onnx.ValueInfoProto) -> TensorSpec:
     tensor_type = value.type.tensor_type
     dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)).str
@@ -257,7 +203,7 @@ def input_specs(path: str | Path, dims: Mapping[str, int] | None = None) -> tupl
     """Name, dtype and pinned shape of each graph input that is not a weight."""
     model, _ = load_model(path)
     initializers = {t.name for t in model.graph.initializer}
-    types = _inferred_types(path, dims or {})
+    types = inferred_types(path, dims or {})
     return tuple(_spec(types[v.name]) for v in model.graph.input if v.name not in initializers)
 
 
@@ -279,8 +225,8 @@ class _Model:
 
     def __init__(self, path: str | Path, graph: OpGraph, dims: Mapping[str, int]) -> None:
         where = str(path)
-        self.model = load_runnable_model(path)
-        self.types = _inferred_types(path, dims)
+        self.model = load_runnable_model(path, dims)
+        self.types = inferred_types(path, dims)
         self.nodes = _topological_nodes(self.model.graph, where)
         self.position = {id(node): i for i, node in enumerate(self.nodes)}
         self.op_node = op_nodes(self.nodes, graph, where)

@@ -3,8 +3,9 @@
 Graph optimisations are off so every profiled kernel is one ONNX node and its name maps back
 to an op id (unnamed nodes are named ``OpType_index`` in the profiled copy, as the importer
 names them). Constant subgraphs (``ConstantOfShape`` weights of the light zoo models, weights
-whose data is absent) are evaluated once and replaced by random initializers of the same shape
-and dtype, so the profiled runs time the model's real ops, not weight materialisation. Inputs
+whose data is absent, filled by :mod:`partition.fill`) are evaluated once and replaced by random
+initializers of the same shape and dtype — except those read as shape-like inputs, which keep
+their values — so the profiled runs time the model's real ops, not weight materialisation. Inputs
 are random with the declared shapes and dtypes. The first ``warmup`` runs are dropped; each op
 gets the median, 10th and 90th percentile of its per-run kernel time, and the whole model the
 same statistics of onnxruntime's ``model_run`` span in the same session, so the two can be
@@ -18,7 +19,6 @@ reported as unmapped time.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import tempfile
@@ -35,9 +35,10 @@ from onnx import helper, numpy_helper, shape_inference
 
 from .devices import DeviceType
 from .errors import ModelError
+from .fill import load_runnable_model, shape_slots
 from .graph import OpGraph
 from .measured import MeasuredTable, OpTiming, graph_fingerprint
-from .onnx_import import import_onnx, load_model
+from .onnx_import import import_onnx
 
 _NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial"}
 _FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE}
@@ -132,36 +133,6 @@ def _name_nodes(graph: onnx.GraphProto) -> None:
         node.name = base if used[base] == 1 else f"{base}#{used[base]}"
 
 
-def _declare_domains(model: onnx.ModelProto) -> None:
-    """Import every operator domain a node uses: onnxruntime's optimiser writes ``com.microsoft``
-    nodes without declaring the domain, which the importer tolerates and onnxruntime does not."""
-    declared = {opset.domain for opset in model.opset_import}
-    for domain in dict.fromkeys(node.domain for node in model.graph.node):
-        if domain not in declared:
-            model.opset_import.append(helper.make_opsetid(domain, 1))
-
-
-def _resize_scales(model: onnx.ModelProto) -> None:
-    """Scales of ``Resize`` nodes whose data was absent (filled with zeros): output / input dims.
-
-    Exporters put small tensors such as these scales in external data too; zero scales would
-    give empty outputs, so they are derived from the shapes the file declares.
-    """
-    shapes = {
-        value.name: [d.dim_value if d.HasField("dim_value") else 0 for d in value.type.tensor_type.shape.dim]
-        for value in (*model.graph.value_info, *model.graph.input, *model.graph.output)
-    }
-    initializers = {init.name: init for init in model.graph.initializer}
-    for node in model.graph.node:
-        if node.op_type != "Resize" or len(node.input) < 3 or node.input[2] not in initializers:
-            continue
-        source, target = shapes.get(node.input[0]), shapes.get(node.output[0])
-        scales = initializers[node.input[2]]
-        if source and target and len(source) == len(target) == math.prod(scales.dims) and all(source):
-            values = np.array([t / s for s, t in zip(source, target, strict=True)], dtype=np.float32)
-            scales.CopyFrom(numpy_helper.from_array(values, scales.name))
-
-
 def _fold_constants(model: onnx.ModelProto, rng: np.random.Generator, where: str) -> onnx.ModelProto:
     """A copy whose constant subgraphs are random initializers (see the module docstring)."""
     graph = model.graph
@@ -206,8 +177,9 @@ def _fold_constants(model: onnx.ModelProto, rng: np.random.Generator, where: str
         )
         values = dict(zip(boundary, session.run(None, {}), strict=True))
     initializers = [init for init in graph.initializer if init.name in used]
+    shape_like = shape_slots(graph)  # Resize scales and the like decide shapes: keep their values
     for name, value in values.items():
-        if helper.np_dtype_to_tensor_dtype(value.dtype) in _FLOAT_TYPES:
+        if name not in shape_like and helper.np_dtype_to_tensor_dtype(value.dtype) in _FLOAT_TYPES:
             value = (rng.standard_normal(value.shape) * 0.05).astype(value.dtype)
         initializers.append(numpy_helper.from_array(np.asarray(value), name))
     constant_inputs = {init.name for init in graph.initializer} | produced  # old IRs list weights as inputs
@@ -298,16 +270,7 @@ def profile_model(
     dims = dict(dims or {})
     graph: OpGraph = import_onnx(path, dims=dims)
     where = str(path)
-    try:
-        model = onnx.load(str(path))
-    except Exception:  # external weight files absent: their dims suffice, data is random anyway
-        model, _ = load_model(path)
-        for init in model.graph.initializer:
-            if init.data_location == onnx.TensorProto.EXTERNAL:
-                array = np.zeros(tuple(init.dims), dtype=helper.tensor_dtype_to_np_dtype(init.data_type))
-                init.CopyFrom(numpy_helper.from_array(array, init.name))
-        _resize_scales(model)
-    _declare_domains(model)
+    model = load_runnable_model(path, dims)  # absent weight files: filled as partition.fill says
     _name_nodes(model.graph)
     rng = np.random.default_rng(seed)
     runnable = _fold_constants(model, rng, where)

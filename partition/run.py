@@ -21,7 +21,8 @@ work, wall time above them is time the stage was preempted.
 Each stage process is pinned to one core (round robin over the cores this process may use)
 and its session uses one intra-op and one inter-op thread. Sessions use onnxruntime's basic
 graph optimisations: constant folding removes the constant subgraphs every stage duplicates
-from the per-run work, and no fusion renames nodes, so profiles still map to op ids.
+from the per-run work. The few fusions of that level keep the fused node named after an op
+(``<op id>/MatMulAddFusion``), so profiles still map to op ids (:mod:`partition.reality`).
 
 Outputs are checked element-wise against the whole model run on the same random inputs:
 ``|pipeline - whole| <= ATOL + RTOL * |whole|``.
@@ -45,7 +46,8 @@ import onnx
 import onnxruntime as ort
 
 from .errors import InputError, PartitionError
-from .export import GRAPH_INPUT, Pipeline, StageSpec, TensorSpec, load_pipeline, load_runnable_model
+from .export import GRAPH_INPUT, Pipeline, StageSpec, TensorSpec, load_pipeline
+from .fill import load_runnable_model
 from .transport import SLOTS, Channel, Inbox, Outbox
 
 RTOL, ATOL = 1e-4, 1e-5
@@ -365,7 +367,7 @@ def run_pipeline(
         for s in pipeline.stages
     )
     say("checking the outputs against the whole model")
-    whole = make_session(load_runnable_model(pipeline.model))
+    whole = make_session(load_runnable_model(pipeline.model, pipeline.dims))
     names = list(pipeline.graph_outputs)
     worst = dict.fromkeys(names, 0.0)
     mismatched: set[str] = set()
