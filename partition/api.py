@@ -225,6 +225,23 @@ def _polish_with_lns(
     return replace(first, placement=report.placement), tuple(f"auto: {note}" for note in report.notes)
 
 
+def _with_chain_bound(
+    instance: Instance, outcome: Outcome, bound: float, budget: float
+) -> tuple[float, tuple[str, ...]]:
+    """``bound`` raised to the dominator-chain bound (:mod:`.chain_bound`) when that is higher,
+    with a note saying so. The relaxation is bisected below the incumbent's bottleneck, its only
+    use of the placement, so it is computed once, within ``budget`` seconds."""
+    if outcome.placement is None:
+        return bound, ()
+    bottleneck = evaluate(instance, outcome.placement).bottleneck
+    if not math.isfinite(bottleneck) or bottleneck <= bound * (1 + _OPTIMALITY_TOLERANCE):
+        return bound, ()
+    chain = chain_lower_bound(instance, bottleneck, deadline=time.perf_counter() + budget)
+    if chain <= bound:
+        return bound, ()
+    return chain, (f"bound: dominator-chain relaxation, {chain * 1e3:.6g} ms",)
+
+
 def solve(
     instance: Instance,
     solver: str = "auto",
@@ -270,6 +287,10 @@ def solve(
             notes=(reason,),
         )
     name, outcome, fallback_notes = _run_solver(instance, name, settings, auto)
+    # Before any polish, so that a bound meeting the incumbent ends ``auto`` at once.
+    bound = max(bound, outcome.lower_bound)
+    chain_budget = _CHAIN_BOUND_SHARE * (time_limit or 40.0)
+    bound, bound_notes = _with_chain_bound(instance, outcome, bound, chain_budget)
     if auto and name == "ideal-dp":
         name, outcome, polish_notes = _polish_with_cp_sat(
             instance, outcome, bound, settings, started, _AUTO_CP_SAT_SHARE
@@ -279,7 +300,7 @@ def solve(
         outcome, polish_notes = _polish_with_lns(instance, outcome, bound, settings, started)
         fallback_notes = (*fallback_notes, *polish_notes)
     implementation = get_solver(name)
-    notes = (*((why,) if why else ()), *fallback_notes, *outcome.notes)
+    notes = (*((why,) if why else ()), *fallback_notes, *outcome.notes, *bound_notes)
     wall = time.perf_counter() - started
     bound = max(bound, outcome.lower_bound)
     if outcome.placement is None:
@@ -287,12 +308,6 @@ def solve(
     evaluation = evaluate(instance, outcome.placement)
     if not evaluation.valid:
         raise SolverError(f"solver {name!r} returned an invalid placement: {evaluation.violations[0]}")
-    if evaluation.bottleneck > bound * (1 + _OPTIMALITY_TOLERANCE):
-        budget = _CHAIN_BOUND_SHARE * (time_limit or 40.0)
-        chain = chain_lower_bound(instance, evaluation.bottleneck, deadline=time.perf_counter() + budget)
-        if chain > bound:
-            bound, notes = chain, (*notes, f"bound: dominator-chain relaxation, {chain * 1e3:.6g} ms")
-            wall = time.perf_counter() - started
     status = outcome.status
     if evaluation.bottleneck <= bound * (1 + _OPTIMALITY_TOLERANCE):
         status = Status.OPTIMAL
