@@ -1,0 +1,354 @@
+"""Primal placements by rounding the dominator-chain relaxation (:mod:`partition.chain_bound`).
+
+The chain bound decides, for a bottleneck ``B``, whether stages of at most ``c_τ`` devices of
+each type can cover the *positions* (cuts along the dominator chain) with stages of time
+``≤ B``: ``F_r(c) = max(F_{r-1}(c), max_τ reach_τ(F_{r-1}(c − e_τ)))``. This module keeps every
+round's table, and for a ``B`` at which the relaxation is feasible *traces back* the stage
+sequence: from the final state, a round whose table entry did not grow adds no stage; otherwise
+some type ``τ`` with ``reach_τ(F_{r-1}(c − e_τ)) = F_r(c)`` is the stage's type and its cut is
+position ``F_r(c)`` (the last stage ends at all ops).
+
+**Rounding positions to ideals.** A position of a small (exact) segment ``b`` *is* an ideal:
+every segment before ``b`` plus the segment's ideal ``P`` (recomputed with the bound's own
+enumeration). A position of a large (relaxed) segment is a cell ``[x_g, x_{g+1})`` of the
+segment's work on the reference type; it is rounded to the prefix of the segment's ops in
+topological order whose reference work is nearest ``(x_g + x_{g+1}) / 2`` — a downset (the
+segment's ops are contiguous in the topological order and only read earlier ops), which for
+an MoE block takes the router and whole experts in order.
+
+**Devices.** The traced types are mapped to devices host by host: a stage keeps the previous
+stage's host when that host has an unused device of its type (intra-host links), else takes
+the host with the most unused devices of the type.
+
+**Primal bisection.** The relaxation is optimistic, so the rounded placement's exact bottleneck
+(the vectorised evaluator arithmetic of :class:`._scoring.Scorer`) may exceed ``B``. Values of
+``B`` from the bound upwards are tried (first geometric steps, then bisection between the
+largest ``B`` whose rounding did not beat the incumbent and the incumbent itself), each rounding
+improved by the anytime search's boundary moves on exact scores along the rounded order, and
+the best valid placement is kept. The result is a heuristic placement (no optimality claim);
+the bound is the chain bound.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from ..chain_bound import (
+    _CELLS,
+    _EXACT_OPS,
+    _bisect,
+    _Builder,
+    _ideals,
+    _Positions,
+    _positions,
+    _Relaxation,
+)
+from ..instance import Instance
+from ..placement import Placement
+from ._scoring import Scorer
+
+_STEPS = (
+    1.0005,
+    1.002,
+    1.005,
+    1.01,
+    1.02,
+    1.04,
+    1.07,
+    1.1,
+    1.15,
+    1.2,
+    1.3,
+    1.5,
+    2,
+    3,
+    5,
+    8,
+    13,
+    20,
+)  # B / bound
+_REFINE = 6  # bisection steps between the last failing and the best B
+
+Improve = Callable[[Scorer, np.ndarray, Placement, float], tuple[Placement, tuple[float, float]]]
+
+
+class _Runs:
+    """Host runs: for each type, its hosts' devices, and the furthest position a run reaches.
+
+    A run of ``m`` stages on one host of type ``τ`` from position ``I``: its first stage
+    receives over the inter-host link and its last sends over it, the stages in between use the
+    host's link; ``run(τ, m)`` composes the single-stage reaches accordingly.
+    """
+
+    def __init__(self, instance: Instance, best: _Positions, worst: _Positions) -> None:
+        cluster = instance.cluster
+        self.hosts: list[list[list[int]]] = [[] for _ in cluster.type_names]  # type → hosts → devices
+        for h in range(len(cluster.hosts)):
+            on_host = [d for d, device in enumerate(cluster.devices) if device.host == h]
+            for t in sorted({cluster.type_index[d] for d in on_host}):
+                self.hosts[t].append([d for d in on_host if cluster.type_index[d] == t])
+        self.k = min(instance.options.stages, len(cluster.devices))
+
+        def mixed(recv: _Positions, send: _Positions) -> _Relaxation:
+            return _Relaxation(
+                instance, _Positions(best.end, best.start, send.send, recv.recv, best.threshold)
+            )
+
+        self.first, self.middle = mixed(worst, best), mixed(best, best)
+        self.last, self.alone = mixed(best, worst), mixed(worst, worst)
+        self.end = self.middle.last
+
+    def reaches(self, bottleneck: float) -> list[list[list[np.ndarray]]]:
+        """Per type and run length ``m`` (index ``m - 1``), the reach of each stage of the run."""
+        first, middle = _reach(self.first, bottleneck), _reach(self.middle, bottleneck)
+        last, alone = _reach(self.last, bottleneck), _reach(self.alone, bottleneck)
+        runs = []
+        for t, hosts in enumerate(self.hosts):
+            longest = min(max((len(h) for h in hosts), default=0), self.k)
+            runs.append(
+                [[alone[t]]] + [[first[t], *[middle[t]] * (m - 2), last[t]] for m in range(2, longest + 1)]
+            )
+        return runs
+
+
+def _reach(relaxation: _Relaxation, bottleneck: float) -> np.ndarray:
+    """Per position (rows) and type (columns), the furthest position a stage *starting there*
+    reaches within ``bottleneck`` when every stage pays its cuts' communication (the bound's
+    running maximum over earlier starts is dropped: a primal stage starts where the last ended)."""
+    here = np.arange(relaxation.last + 1)
+    columns = [
+        np.searchsorted(relaxation.full_end[:, t], relaxation.full_start[:, t] + bottleneck, side="right") - 1
+        for t in range(relaxation.full_end.shape[1])
+    ]
+    return np.maximum(np.column_stack(columns), here[:, None]).T
+
+
+def _compose(stages: list[np.ndarray], start: np.ndarray) -> np.ndarray:
+    for reach in stages:
+        start = reach[start]
+    return start
+
+
+def _trace(runs: _Runs, bottleneck: float) -> list[tuple[int, list[int]]] | None:
+    """(type, stage ends) of each run of a covering at ``bottleneck`` with at most one run per
+    host and ``k`` stages, or ``None`` when the estimate admits none.
+
+    ``F[r, c]``: the furthest position reached with ``r_τ`` runs of each type and ``c`` stages;
+    each round adds one run (type ``τ``, length ``m``): ``F[r + e_τ, c + m] ≥ run_τm(F[r, c])``.
+    """
+    reaches = runs.reaches(bottleneck)
+    shape = [len(h) + 1 for h in runs.hosts] + [runs.k + 1]
+    tables = [np.zeros(shape, dtype=np.int64)]
+    for _ in range(sum(len(h) for h in runs.hosts)):
+        furthest = tables[-1]
+        grown = furthest.copy()
+        for t, by_length in enumerate(reaches):
+            for m, stages in enumerate(by_length, start=1):
+                later = [slice(None)] * len(shape)
+                earlier = [slice(None)] * len(shape)
+                later[t], earlier[t] = slice(1, None), slice(0, -1)
+                later[-1], earlier[-1] = slice(m, None), slice(0, -m)
+                np.maximum(
+                    grown[tuple(later)], _compose(stages, furthest[tuple(earlier)]), out=grown[tuple(later)]
+                )
+        tables.append(grown)
+        if grown.max() >= runs.end or np.array_equal(grown, furthest):
+            break
+    done = np.argwhere(tables[-1] >= runs.end)
+    if len(done) == 0:
+        return None
+    state = list(done[np.argmin(done[:, -1])])  # fewest stages
+    target, result = runs.end, []
+    for r in range(len(tables) - 1, 0, -1):
+        previous = tables[r - 1]
+        if previous[tuple(state)] >= target:
+            continue
+        for t, by_length in enumerate(reaches):
+            for m, stages in enumerate(by_length, start=1):
+                before = [*state[:-1], state[-1] - m]
+                before[t] -= 1
+                if min(before) < 0:
+                    continue
+                start = int(previous[tuple(before)])
+                ends = [start]
+                for reach in stages:
+                    ends.append(int(reach[ends[-1]]))
+                if ends[-1] >= target:
+                    result.append((t, [min(e, target) for e in ends[1:]]))
+                    state, target = before, start
+                    break
+            else:
+                continue
+            break
+        if target <= 0:
+            break
+    return result[::-1] if target <= 0 else None
+
+
+class _Rounder:
+    """Real ideals of the positions built for one reference type.
+
+    Position ``p`` is ``ops[:lo] ∪ extra`` with ``extra`` ops of segment ``[lo, hi)``: an exact
+    segment's ideal (a bitset over the segment) or a relaxed cell's prefix of the segment.
+    """
+
+    def __init__(self, builder: _Builder, reference: int) -> None:
+        rows: list[tuple[int, np.ndarray]] = []
+        relaxed: set[int] = set()
+        times = builder.times[:, reference]
+        for b in range(len(builder.bounds) - 1):
+            lo, hi = int(builder.bounds[b]), int(builder.bounds[b + 1])
+            ideals = _ideals(builder, b, lo, hi) if hi - lo <= _EXACT_OPS else None
+            if ideals is not None:
+                for ideal in ideals:
+                    rows.append(
+                        (lo, lo + np.array([u for u in range(hi - lo) if ideal >> u & 1], dtype=np.int64))
+                    )
+            else:
+                work = np.concatenate([[0.0], np.cumsum(times[lo:hi])])
+                cells = np.linspace(0.0, work[-1], _CELLS + 1)
+                cut = np.clip(np.searchsorted(work, (cells[:-1] + cells[1:]) / 2), 1, hi - lo - 1)
+                rows.append((lo, np.arange(lo, lo)))
+                relaxed.update(range(len(rows), len(rows) + len(cut)))
+                rows.extend((lo, np.arange(lo, lo + c)) for c in cut.tolist())
+        self.rows = rows
+        self.n = len(builder.segment)
+        # the op-index cut of each relaxed row (its ideal is ops[:cut]), -1 for exact rows
+        self.cuts = np.array(
+            [lo + len(extra) if i in relaxed else -1 for i, (lo, extra) in enumerate(rows)], dtype=np.int64
+        )
+
+    def priced(self, builder: _Builder, positions: _Positions) -> _Positions:
+        """``positions`` with each relaxed row's envelopes replaced by the rounded cut's exact
+        compute prefix and crossing tensors (produced before the cut, read at or after it), and
+        every stage charged its communication: a primal estimate of the rounded cuts."""
+        n = self.n
+        cut_of = np.zeros(n + 2)
+        np.add.at(cut_of, builder.producer + 1, builder.size)
+        np.add.at(cut_of, builder.last_reader + 1, -builder.size)
+        count_of = np.bincount(builder.producer + 1, minlength=n + 2) - np.bincount(
+            builder.last_reader + 1, minlength=n + 2
+        )
+        cut_bytes, cut_count = np.cumsum(cut_of)[: n + 1], np.cumsum(count_of)[: n + 1].astype(float)
+        prefix = np.vstack([np.zeros(builder.times.shape[1]), builder.times.cumsum(axis=0)])
+        rows = np.flatnonzero(self.cuts >= 0)
+        cuts = self.cuts[rows]
+        end, start = positions.end.copy(), positions.start.copy()
+        send, recv = positions.send.copy(), positions.recv.copy()
+        end[rows] = start[rows] = prefix[cuts]
+        send[rows] = recv[rows] = builder.comm(cut_bytes[cuts], cut_count[cuts])
+        return _Positions(end, start, send, recv, np.arange(len(end)))
+
+    def stage_of(self, ends: list[int]) -> np.ndarray:
+        """Each op's stage when stage ``s`` ends at position ``ends[s]`` (the last at all ops);
+        ideals are made nested by union with the earlier ones, and empty stages dropped."""
+        stage_of = np.full(self.n, -1, dtype=np.int64)
+        for s, p in enumerate(ends[:-1]):
+            lo, extra = self.rows[p] if p < len(self.rows) else (self.n, np.arange(0))
+            inside = np.zeros(self.n, dtype=bool)
+            inside[:lo] = True
+            inside[extra] = True
+            stage_of[inside & (stage_of < 0)] = s
+        stage_of[stage_of < 0] = len(ends) - 1
+        return stage_of
+
+
+def _worst_links(instance: Instance, builder: _Builder) -> None:
+    """Charge every cut the slowest link a device of its type may use (the inter-host link on
+    multi-host clusters): the relaxation then prices each cut as a host change does."""
+    cluster = instance.cluster
+    if len(cluster.hosts) < 2 or instance.options.overlap:
+        return
+    link = cluster.inter_host_link
+    for device in cluster.devices:
+        t = cluster.type_names.index(device.type)
+        builder.latency[t] = max(
+            builder.latency[t], link.latency, cluster.hosts[device.host].intra_link.latency
+        )
+        builder.bandwidth[t] = min(
+            builder.bandwidth[t], link.bandwidth, cluster.hosts[device.host].intra_link.bandwidth
+        )
+
+
+def rounded_placement(
+    instance: Instance, scorer: Scorer, deadline: float, improve: Improve | None = None
+) -> tuple[Placement | None, float]:
+    """The best rounding found before ``deadline`` (``perf_counter`` time) and the chain bound
+    it started from; ``improve`` (boundary moves along an order, on exact scores) refines each."""
+    builder = _Builder(instance)
+    reference = int(np.argmin(builder.times.sum(axis=0)))
+    positions, _ = _positions(builder, reference)
+    bound = _bisect(_Relaxation(instance, positions), 0.0, None, deadline)
+    if bound <= 0:
+        return None, bound
+    rounder = _Rounder(builder, reference)
+    best = rounder.priced(builder, positions)
+    _worst_links(instance, builder)
+    worst = rounder.priced(builder, _positions(builder, reference)[0])
+    runs = _Runs(instance, best, worst)
+    found: list = [(np.inf, np.inf), None]
+    _bisect_primal(instance, scorer, runs, rounder, bound, deadline, found)
+    placement = found[1]
+    if improve is not None and placement is not None and time.perf_counter() < deadline:
+        stage_of = np.asarray(placement.stage_of)
+        placement, _ = improve(scorer, np.lexsort((np.arange(len(stage_of)), stage_of)), placement, deadline)
+    return placement, bound
+
+
+def _bisect_primal(
+    instance: Instance,
+    scorer: Scorer,
+    runs: _Runs,
+    rounder: _Rounder,
+    bound: float,
+    deadline: float,
+    best: list,
+) -> None:
+    """Round at values of B from ``bound`` up (module docstring); ``best`` = [key, placement]."""
+
+    def attempt(value: float) -> float:
+        traced = _trace(runs, value)
+        if traced is None:
+            return np.inf
+        hosts = [[list(devices) for devices in h] for h in runs.hosts]
+        ends, devices = [], []
+        for t, run_ends in traced:
+            host = hosts[t].pop(0)
+            for end in run_ends:
+                if not ends or end > ends[-1]:
+                    ends.append(end)
+                    devices.append(host.pop(0))
+        stage_of = rounder.stage_of(ends)
+        used = np.unique(stage_of)
+        stage_of = np.searchsorted(used, stage_of)
+        devices = [devices[s] for s in used.tolist()]
+        if instance.options.exact_stages and len(devices) != instance.options.stages:
+            return np.inf
+        placement = Placement(tuple(stage_of.tolist()), tuple(devices))
+        score = scorer.score(stage_of, np.asarray(devices))
+        key = score[:2] if score[2] else (np.inf, np.inf)
+        if key < best[0]:
+            best[0], best[1] = key, placement
+        return key[0]
+
+    failing = bound  # the largest B tried whose rounding was not within B
+    for step in _STEPS:
+        value = bound * step
+        if time.perf_counter() >= deadline or value >= best[0][0]:
+            break
+        if attempt(value) <= value:
+            break
+        failing = value
+    for _ in range(_REFINE):
+        if (
+            time.perf_counter() >= deadline
+            or not np.isfinite(best[0][0])
+            or best[0][0] <= failing * (1 + 1e-4)
+        ):
+            break
+        value = (failing + best[0][0]) / 2
+        if attempt(value) > value:
+            failing = value
