@@ -447,6 +447,13 @@ class _Search:
             return True
         return False
 
+    def resplit(self, order: np.ndarray, placement: Placement) -> Placement | None:
+        """The bisection split of a fine-level ``order`` over ``placement``'s devices."""
+        found = _Splitter(self.fine.instance, order, self.fine_tensors).split(
+            list(placement.devices), self.bound
+        )
+        return None if found is None else found[0]
+
     def dp_budget(self) -> float:
         """DP cells a refinement may use: half the time left."""
         return max(_DP_CELLS, self.remaining() / 2 / _DP_SECONDS_PER_CELL)
@@ -533,7 +540,9 @@ class Anytime(Solver):
             preds[v].append(u)
         natural = np.arange(len(coarse.graph.ops))
         share = time.perf_counter() + search.remaining() * _ROUNDING_SHARE
-        search.offer_fine(rounded_placement(search.fine.instance, search.fine_scorer, share, _polish)[0])
+        search.offer_fine(
+            rounded_placement(search.fine.instance, search.fine_scorer, share, search.resplit)[0]
+        )
         search.report("chain rounding")
         for variant in _host_orders(search.best_hosts, search.k):
             if search.best_placement is not None and search.remaining() <= 0:

@@ -1,32 +1,38 @@
 """Primal placements by rounding the dominator-chain relaxation (:mod:`partition.chain_bound`).
 
-The chain bound decides, for a bottleneck ``B``, whether stages of at most ``c_τ`` devices of
-each type can cover the *positions* (cuts along the dominator chain) with stages of time
-``≤ B``: ``F_r(c) = max(F_{r-1}(c), max_τ reach_τ(F_{r-1}(c − e_τ)))``. This module keeps every
-round's table, and for a ``B`` at which the relaxation is feasible *traces back* the stage
-sequence: from the final state, a round whose table entry did not grow adds no stage; otherwise
-some type ``τ`` with ``reach_τ(F_{r-1}(c − e_τ)) = F_r(c)`` is the stage's type and its cut is
-position ``F_r(c)`` (the last stage ends at all ops).
+**Positions rounded to ideals.** The chain bound's positions are re-used: a position of a small
+(exact) segment ``b`` *is* an ideal — every segment before ``b`` plus the segment's ideal ``P``
+(the bound's own enumeration). A position of a large (relaxed) segment is a cell
+``[x_g, x_{g+1})`` of the segment's work on the reference type (the fastest); it is rounded to
+the prefix of the segment's ops in topological order whose reference work is nearest the cell's
+middle — a downset (the segment's ops are contiguous in the order and read only earlier ops),
+which for an MoE block is the norm, router and top-k plus whole experts in order.
 
-**Rounding positions to ideals.** A position of a small (exact) segment ``b`` *is* an ideal:
-every segment before ``b`` plus the segment's ideal ``P`` (recomputed with the bound's own
-enumeration). A position of a large (relaxed) segment is a cell ``[x_g, x_{g+1})`` of the
-segment's work on the reference type; it is rounded to the prefix of the segment's ops in
-topological order whose reference work is nearest ``(x_g + x_{g+1}) / 2`` — a downset (the
-segment's ops are contiguous in the topological order and only read earlier ops), which for
-an MoE block takes the router and whole experts in order.
+**Primal prices.** The relaxed rows' fractional-knapsack envelopes are replaced by the rounded
+cut's exact compute prefix per type and its crossing tensors (produced before the cut, read at
+or after it), and every stage pays ``recv(I) + compute + send(J)`` (the bound's compute-only
+case for cuts inside one segment is dropped). A stage from ``I`` reaches the furthest ``J``
+within ``B`` (the bound's running maximum over earlier starts is dropped too: a primal stage
+starts where the previous one ended). Each position is priced twice: over the host's own link
+and over the slowest link its type may use (the inter-host link on multi-host clusters).
 
-**Devices.** The traced types are mapped to devices host by host: a stage keeps the previous
-stage's host when that host has an unused device of its type (intra-host links), else takes
-the host with the most unused devices of the type.
+**Host runs.** A run is ``m`` consecutive stages on one host's devices of one type; its first
+stage receives and its last sends over the slow link, the stages inside use the fast one, so a
+run's reach from ``I`` is the composition of ``m`` single-stage reaches. With ``r_τ`` runs of
+type ``τ`` (at most its host count) and ``c`` stages (at most ``k``), ``F[r, c]`` is the furthest
+position reached, ``F[r + e_τ, c + m] ≥ run_τm(F[r, c])``, one run per round; the state with
+all ops reached and fewest stages is traced back through the stored tables to (type, stage
+ends) per run, runs are given distinct hosts of their type, and nested cuts become stages (a
+cut not containing the previous one is joined with it; empty stages are dropped).
 
-**Primal bisection.** The relaxation is optimistic, so the rounded placement's exact bottleneck
-(the vectorised evaluator arithmetic of :class:`._scoring.Scorer`) may exceed ``B``. Values of
-``B`` from the bound upwards are tried (first geometric steps, then bisection between the
-largest ``B`` whose rounding did not beat the incumbent and the incumbent itself), each rounding
-improved by the anytime search's boundary moves on exact scores along the rounded order, and
-the best valid placement is kept. The result is a heuristic placement (no optimality claim);
-the bound is the chain bound.
+**Primal bisection.** The estimate still misses multi-destination charges and links between
+non-neighbouring stages, so each traced placement is scored exactly (the evaluator's arithmetic,
+:class:`._scoring.Scorer`). ``B`` runs from the chain bound upwards in geometric steps until a
+rounding lands within ``B``, then bisects between the last ``B`` that did not and the best
+score; the best valid placement is kept. A caller may pass ``resplit``: another split of the
+rounded stage order over the same devices (the anytime search's splitter, which charges tensors
+over the links they really take), scored too. Heuristic: no optimality claim; the bound
+returned is the chain bound.
 """
 
 from __future__ import annotations
@@ -72,7 +78,7 @@ _STEPS = (
 )  # B / bound
 _REFINE = 6  # bisection steps between the last failing and the best B
 
-Improve = Callable[[Scorer, np.ndarray, Placement, float], tuple[Placement, tuple[float, float]]]
+Resplit = Callable[[np.ndarray, Placement], Placement | None]
 
 
 class _Runs:
@@ -274,7 +280,7 @@ def _worst_links(instance: Instance, builder: _Builder) -> None:
 
 
 def rounded_placement(
-    instance: Instance, scorer: Scorer, deadline: float, improve: Improve | None = None
+    instance: Instance, scorer: Scorer, deadline: float, resplit: Resplit | None = None
 ) -> tuple[Placement | None, float]:
     """The best rounding found before ``deadline`` (``perf_counter`` time) and the chain bound
     it started from; ``improve`` (boundary moves along an order, on exact scores) refines each."""
@@ -290,12 +296,8 @@ def rounded_placement(
     worst = rounder.priced(builder, _positions(builder, reference)[0])
     runs = _Runs(instance, best, worst)
     found: list = [(np.inf, np.inf), None]
-    _bisect_primal(instance, scorer, runs, rounder, bound, deadline, found)
-    placement = found[1]
-    if improve is not None and placement is not None and time.perf_counter() < deadline:
-        stage_of = np.asarray(placement.stage_of)
-        placement, _ = improve(scorer, np.lexsort((np.arange(len(stage_of)), stage_of)), placement, deadline)
-    return placement, bound
+    _bisect_primal(instance, scorer, runs, rounder, bound, deadline, resplit, found)
+    return found[1], bound
 
 
 def _bisect_primal(
@@ -305,6 +307,7 @@ def _bisect_primal(
     rounder: _Rounder,
     bound: float,
     deadline: float,
+    resplit: Resplit | None,
     best: list,
 ) -> None:
     """Round at values of B from ``bound`` up (module docstring); ``best`` = [key, placement]."""
@@ -328,11 +331,18 @@ def _bisect_primal(
         if instance.options.exact_stages and len(devices) != instance.options.stages:
             return np.inf
         placement = Placement(tuple(stage_of.tolist()), tuple(devices))
-        score = scorer.score(stage_of, np.asarray(devices))
-        key = score[:2] if score[2] else (np.inf, np.inf)
-        if key < best[0]:
-            best[0], best[1] = key, placement
-        return key[0]
+        candidates = [placement]
+        if resplit is not None and time.perf_counter() < deadline:
+            candidates.append(resplit(np.lexsort((np.arange(len(stage_of)), stage_of)), placement))
+        value = np.inf
+        for candidate in candidates:
+            if candidate is None:
+                continue
+            score = scorer.score(np.asarray(candidate.stage_of), np.asarray(candidate.devices))
+            if score[2] and score[:2] < best[0]:
+                best[0], best[1] = score[:2], candidate
+            value = min(value, score[0] if score[2] else np.inf)
+        return value
 
     failing = bound  # the largest B tried whose rounding was not within B
     for step in _STEPS:
