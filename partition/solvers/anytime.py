@@ -35,7 +35,7 @@ Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
    cuts move to any fine boundary near the coarse ones (the banded DP runs there when the
    time left allows it). On small fine graphs the exact order DP
    (:func:`partition.solvers.order_dp.split_order`) over all device subsequences polishes it.
-5. **Chain rounding** (:mod:`.chain_round`): before the order search, the dominator-chain
+5. **Chain rounding** (:mod:`.chain_round`): after the first split, the dominator-chain
    relaxation of the lower bound is rounded to a placement (host runs of stages, cuts at the
    relaxation's positions), offered as a start.
 6. **Large-neighbourhood polish** (:mod:`.lns`): CP-SAT re-solves windows of consecutive stages
@@ -539,16 +539,17 @@ class Anytime(Solver):
             succs[u].append(v)
             preds[v].append(u)
         natural = np.arange(len(coarse.graph.ops))
-        share = time.perf_counter() + search.remaining() * _ROUNDING_SHARE
-        search.offer_fine(
-            rounded_placement(search.fine.instance, search.fine_scorer, share, search.resplit)[0]
-        )
-        search.report("chain rounding")
         for variant in _host_orders(search.best_hosts, search.k):
             if search.best_placement is not None and search.remaining() <= 0:
                 break
             search.try_coarse(natural, variant, polish=True)
         search.report("first split")
+        # after the first split, so that the order search keeps an incumbent order of its own
+        share = time.perf_counter() + search.remaining() * _ROUNDING_SHARE
+        search.offer_fine(
+            rounded_placement(search.fine.instance, search.fine_scorer, share, search.resplit)[0]
+        )
+        search.report("chain rounding")
         if search.best_order is not None and search.remaining() > 0:
             search.try_coarse(search.best_order, search.best_hosts, thorough=True)
             search.report("coarse DP")
