@@ -319,11 +319,15 @@ def _bisect_primal(
         hosts = [[list(devices) for devices in h] for h in runs.hosts]
         ends, devices = [], []
         for t, run_ends in traced:
-            host = hosts[t].pop(0)
-            for end in run_ends:
-                if not ends or end > ends[-1]:
-                    ends.append(end)
-                    devices.append(host.pop(0))
+            stages = [e for e in run_ends if e > (ends[-1] if ends else 0)]
+            stages = [e for i, e in enumerate(stages) if i == 0 or e > stages[i - 1]]
+            fitting = [h for h in hosts[t] if len(h) >= len(stages)]
+            if not fitting:  # hosts of one type may differ in size; the DP assumed the largest
+                return np.inf
+            host = min(fitting, key=len)  # best fit keeps large hosts for long runs
+            hosts[t].remove(host)
+            ends.extend(stages)
+            devices.extend(host[: len(stages)])
         stage_of = rounder.stage_of(ends)
         used = np.unique(stage_of)
         stage_of = np.searchsorted(used, stage_of)
