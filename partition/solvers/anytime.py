@@ -35,7 +35,10 @@ Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
    cuts move to any fine boundary near the coarse ones (the banded DP runs there when the
    time left allows it). On small fine graphs the exact order DP
    (:func:`partition.solvers.order_dp.split_order`) over all device subsequences polishes it.
-5. **Large-neighbourhood polish** (:mod:`.lns`): CP-SAT re-solves windows of consecutive stages
+5. **Chain rounding** (:mod:`.chain_round`): after the first split, the dominator-chain
+   relaxation of the lower bound is rounded to a placement (host runs of stages, cuts at the
+   relaxation's positions), offered as a start.
+6. **Large-neighbourhood polish** (:mod:`.lns`): CP-SAT re-solves windows of consecutive stages
    around the bottleneck stage on the fine level, everything else fixed, in the time left
    (at least ``_LNS_SHARE`` of the limit: steps 1–4 stop earlier to leave it).
 
@@ -60,6 +63,7 @@ from ..instance import Instance
 from ..placement import Placement, Status
 from ._scoring import Scorer, TensorArrays
 from .base import Capabilities, Outcome, Scope, Settings, Solver
+from .chain_round import rounded_placement
 from .lns import polish
 from .order_dp import split_order
 
@@ -72,6 +76,7 @@ _TOLERANCE = 1e-9  # the evaluator's memory slack
 _EVALUATE_SECONDS_PER_OP = 1.5e-5  # the independent evaluator and checks: 110k ops in ~1.1 s
 _COARSEN_SECONDS_PER_OP = 1.2e-4  # heuristic coarsening cost, measured on 2 shared cores (110k ops: 13 s)
 _STALL_GENERATIONS = 25  # the genetic search ends after this many generations without improvement
+_ROUNDING_SHARE = 0.25  # of the search time at most for the chain-DP rounding start (.chain_round)
 _LNS_SHARE = 0.35  # of the time limit kept for the large-neighbourhood polish (more if the search converges)
 
 
@@ -442,6 +447,13 @@ class _Search:
             return True
         return False
 
+    def resplit(self, order: np.ndarray, placement: Placement) -> Placement | None:
+        """The bisection split of a fine-level ``order`` over ``placement``'s devices."""
+        found = _Splitter(self.fine.instance, order, self.fine_tensors).split(
+            list(placement.devices), self.bound
+        )
+        return None if found is None else found[0]
+
     def dp_budget(self) -> float:
         """DP cells a refinement may use: half the time left."""
         return max(_DP_CELLS, self.remaining() / 2 / _DP_SECONDS_PER_CELL)
@@ -532,6 +544,12 @@ class Anytime(Solver):
                 break
             search.try_coarse(natural, variant, polish=True)
         search.report("first split")
+        # after the first split, so that the order search keeps an incumbent order of its own
+        share = time.perf_counter() + search.remaining() * _ROUNDING_SHARE
+        search.offer_fine(
+            rounded_placement(search.fine.instance, search.fine_scorer, share, search.resplit)[0]
+        )
+        search.report("chain rounding")
         if search.best_order is not None and search.remaining() > 0:
             search.try_coarse(search.best_order, search.best_hosts, thorough=True)
             search.report("coarse DP")
