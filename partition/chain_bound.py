@@ -63,7 +63,7 @@ import numpy as np
 
 from .instance import Instance
 
-_IDEAL_LIMIT = 256  # a segment with more ideals is relaxed to cells
+_IDEAL_LIMIT = 4096  # a segment with more ideals is relaxed to cells
 _EXACT_OPS = 60  # ideals are bitsets of one machine word's worth of ops
 _CELLS = 64
 _RELATIVE_GAP = 1e-6  # bisection stops when the bracket is this tight

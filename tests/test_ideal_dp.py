@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import networkx as nx
+import numpy as np
 import pytest
 from conftest import LIGHT, random_dag_instance
 from hypothesis import HealthCheck, given, settings
@@ -91,6 +92,57 @@ def test_brackets_the_optimum_in_general(instance: partition.Instance) -> None:
         assert dp.bottleneck == pytest.approx(exact.bottleneck, rel=RELATIVE)
     order = partition.solve(instance, "order-dp")
     assert order.placement is None or dp.bottleneck <= order.bottleneck * (1 + RELATIVE)
+
+
+THREE_HOSTS = [
+    {"name": "h0", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"},
+    {"name": "h1", "devices": {"H100-SXM": 1}, "intra_link": "pcie4"},
+    {"name": "h2", "devices": {"A100-40GB": 1}, "intra_link": "pcie4"},
+]
+
+
+def _chain_instance(seed: int, n: int, k: int, mode: str) -> partition.Instance:
+    rng = np.random.default_rng(seed)
+    chain = nx.path_graph(n, create_using=nx.DiGraph)
+    for v in chain:
+        chain.nodes[v].update(flops=float(rng.uniform(1e9, 5e10)), bytes_read=float(rng.uniform(1e6, 1e8)))
+    for u, v in chain.edges:
+        chain.edges[u, v]["bytes"] = float(rng.uniform(1e6, 5e8))
+    cluster = partition.parse_cluster({"hosts": THREE_HOSTS, "inter_host_link": "ib-hdr"})
+    return partition.make_instance(chain, cluster, k, comm_mode=mode)
+
+
+@cases
+@given(
+    st.integers(0, 10_000),
+    st.integers(2, 7),
+    st.integers(2, 4),
+    st.sampled_from(["once", "per-destination"]),
+)
+def test_exact_on_chains_across_hosts(seed: int, n: int, k: int, mode: str) -> None:
+    # On a chain every cut tensor goes from the last op of one stage to the first op of the
+    # next, so tracking the (type, host) class of the stages before and after makes the DP's
+    # communication exact on any cluster (types alone would price the host crossings at NVLink).
+    instance = _chain_instance(seed, n, k, mode)
+    exact = partition.solve(instance, "brute-force")
+    dp = partition.solve(instance, "ideal-dp")
+    assert dp.status is partition.Status.OPTIMAL
+    assert dp.bottleneck == pytest.approx(exact.bottleneck, rel=RELATIVE)
+    assert dp.lower_bound == pytest.approx(exact.bottleneck, rel=RELATIVE)
+
+
+@cases
+@given(_instances(THREE_HOSTS))
+def test_bound_is_valid_across_three_hosts(instance: partition.Instance) -> None:
+    # Tensors read in several stages, links of three speeds: every level's bound stays below
+    # the optimum (the attributed links and the fewest-destinations count are lower estimates).
+    exact = partition.solve(instance, "brute-force")
+    dp = partition.solve(instance, "ideal-dp")
+    if exact.placement is None:
+        assert dp.status is partition.Status.INFEASIBLE
+        return
+    assert dp.lower_bound <= exact.bottleneck * (1 + RELATIVE)
+    assert exact.bottleneck <= dp.bottleneck * (1 + RELATIVE)
 
 
 def test_colocation_and_exact_stages() -> None:

@@ -2,12 +2,14 @@
 
 After Tarnawski et al., "Efficient algorithms for device placement of DNN graph operators"
 (NeurIPS 2020). Every placement is a chain of ideals ``∅ = I_0 ⊂ I_1 ⊂ … ⊂ I_m = V`` (stage
-``s`` is ``I_s \\ I_{s-1}``), so with ``c`` the vector of how many devices of each type the
-stages so far use, and ``cost_τ(I, J)`` the time of stage ``J \\ I`` on a device of type ``τ``:
+``s`` is ``I_s \\ I_{s-1}``), so with ``c`` the vector of how many devices of each group (a
+device type, or a (type, host) class) the stages so far use, and ``cost_τ(I, J)`` the time of
+stage ``J \\ I`` on a device of group ``τ``:
 
     F(J, c + e_τ) = min_{I ⊂ J} max( F(I, c), cost_τ(I, J) ),   F(∅, 0) = 0,
 
-subject to ``c_τ ≤`` (devices of type ``τ``) and ``|c| ≤ k``; the optimum is ``min F(V, c)``
+subject to ``c_τ ≤`` (devices of group ``τ``) and ``|c| ≤ k`` (the state may also carry the
+groups of the stages around the cut; see *What is exact*); the optimum is ``min F(V, c)``
 over ``|c| ≤ k`` (``= k`` with exact stages). A second pass with sums in place of maxima and
 every stage capped at the optimum breaks ties by the smaller sum of stage times, then by fewer
 stages (the formulation's tie rule). Colocation groups, and every op on a path between two
@@ -15,19 +17,37 @@ members of a group, are contracted into single units before ideals are enumerate
 
 **What is exact.** Compute, op support and memory (weights used, bytes sent and received,
 largest working set) depend on ``J \\ I`` and ``τ`` alone and are exact. Communication depends
-on which devices the other stages use, which the state does not record; but ``c`` tells which
-types the earlier stages used and which types are still free for later ones. So the DP charges
-each tensor crossing into or out of the stage once per side, at the smallest latency and the
-largest bandwidth of any link from a device of type ``τ`` to another device of a type already
-used (receiving) or still free (sending): a *lower estimate*. It equals the formulation's cost
-when those links are all equally fast (one host; or, on hosts of one type each, a stage whose
-neighbours' types all reach it over the same link) and each cut tensor has one destination
-stage or the mode is ``once``. So the DP value ``V`` is a lower bound on the global optimum,
-reported as the bound, and the status is ``optimal`` exactly when the evaluator's bottleneck of
-the returned placement equals ``V``.
+on which devices the other stages use. The state knows some of it, and the DP charges each
+tensor crossing into or out of the stage once per side at a *lower estimate* of its link:
 
-**Devices.** The DP fixes the device *type* of each stage; concrete devices are then chosen by
-evaluating every assignment of (type, host) classes consistent with those types (see
+- ``c`` counts devices per *group*, and tells which groups the earlier stages used and which
+  are still free for later ones; a tensor is charged at the smallest latency and largest
+  bandwidth of any link from the stage's group to a group already used (receiving) or still
+  free (sending).
+- At richer levels the groups are (type, host) classes, and the state also holds ``σ``, the
+  class of the stage that ended at ``I``, and ``ν``, the class the next stage is committed to.
+  The stage ending at ``I`` is a non-empty up-set of ``I``, so it holds one of ``I``'s maximal
+  units ``m``: what the stage receives from ``m`` (the least over ``I``'s maximal units) comes
+  over the link from ``σ``. Likewise the next stage holds one minimal unit ``w`` of ``V \\ J``:
+  ``w``'s inputs made in the stage (the least over those units) go over the link to ``ν``.
+- In ``per-destination`` mode a tensor read along a chain of ops (an attention mask read by
+  every layer) is sent to at least as many stages as it takes to hold its readers outside
+  ``J`` when no stage computes more than the cap (a stage holding two readers holds every op
+  on the paths between them): the extra destinations are charged at the fastest link.
+
+On a chain, and generally when each cut's tensors run from the last unit of one stage to the
+first unit of the next, this is the formulation's cost on any cluster. The DP value ``V`` is
+a lower bound on the global optimum, reported as the bound, and the status is ``optimal``
+exactly when the evaluator's bottleneck of the returned placement equals ``V``.
+
+**Levels.** Every level is a valid bound, each at least as tight as the one before: device
+types with nothing tracked (the fastest; its placement caps the next levels' stages), then
+classes with ``σ``, then classes with ``σ`` and ``ν`` (see :func:`_levels`; a level whose
+table would be too large is skipped). The time limit stops the current level; the bound and
+placements of the levels that finished are kept.
+
+**Devices.** The DP fixes the device group of each stage; concrete devices are then chosen by
+evaluating assignments of (type, host) classes of the groups' types, the DP's own first (see
 :mod:`._devices`; capped at :data:`_DEVICE_CHOICES`), which picks the hosts with the cheapest
 true communication. A third pass charges the *slowest* links instead (no bound, but its
 placement often evaluates better when links differ), and the placements of the order DP and
@@ -39,7 +59,8 @@ then scored for all candidates ``J`` of one ``I`` at once. The best heuristic's 
 bottleneck caps every stage, which bounds the candidate window, and a state whose remaining
 work ``Σ_v min_τ λ_τ t_τ(v)`` cannot fit on the remaining devices under the cap is dropped
 (see :func:`_rooms`). The work is about quadratic in the number of ideals: graphs with more
-than :data:`IDEAL_LIMIT` are refused, and a time limit returns the best heuristic placement.
+than :data:`IDEAL_LIMIT` are refused, and a time limit before the first level ends returns the
+best heuristic placement.
 """
 
 from __future__ import annotations
@@ -54,7 +75,7 @@ import numpy as np
 
 from ..errors import SolverError
 from ..evaluator import evaluate
-from ..instance import Instance
+from ..instance import CommMode, Instance
 from ..placement import Evaluation, Placement, Status
 from ._devices import device_classes, device_sequences
 from .base import Capabilities, Outcome, Scope, Settings, Solver
@@ -62,6 +83,7 @@ from .baselines import BalancedTime, Uniform
 from .order_dp import split_order
 
 IDEAL_LIMIT = 200_000
+_STATE_BUDGET = 6_000_000  # ideals × DP states: three float tables of this size per track
 _DEVICE_CHOICES = 2_000
 _TOLERANCE = 1e-9
 _CHUNK = 8192
@@ -89,8 +111,9 @@ def _units(instance: Instance) -> tuple[np.ndarray, list[int]]:
 
 
 @lru_cache(maxsize=2)
-def _enumerate(instance: Instance, limit: int) -> tuple[np.ndarray, list[int]] | None:
-    """Ideals of the unit DAG as bitsets (by increasing size), or ``None`` beyond ``limit``."""
+def _enumerate(instance: Instance, limit: int) -> tuple[np.ndarray, list[int], list[int]] | None:
+    """Ideals of the unit DAG as bitsets (by increasing size) and the units each can grow by
+    (the minimal units of its complement), or ``None`` beyond ``limit``."""
     unit_of, preds = _units(instance)
     succs: list[list[int]] = [[] for _ in preds]
     for b, mask in enumerate(preds):
@@ -99,6 +122,7 @@ def _enumerate(instance: Instance, limit: int) -> tuple[np.ndarray, list[int]] |
                 succs[a].append(b)
     ideals = [0]
     level = {0: sum(1 << u for u, mask in enumerate(preds) if mask == 0)}  # ideal -> addable units
+    frontiers = list(level.values())
     while level:
         following: dict[int, int] = {}
         for ideal, addable in level.items():
@@ -115,10 +139,11 @@ def _enumerate(instance: Instance, limit: int) -> tuple[np.ndarray, list[int]] |
                         now |= 1 << w
                 following[grown] = now
         ideals.extend(following)
+        frontiers.extend(following.values())
         if len(ideals) > limit:
             return None
         level = following
-    return unit_of, ideals
+    return unit_of, ideals, frontiers
 
 
 def ideal_count(instance: Instance, limit: int = IDEAL_LIMIT) -> int | None:
@@ -265,30 +290,204 @@ def _tables(
     )
 
 
+def _spread_tensors(instance: Instance, arrays: _Graph) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """Tensors read along a chain of two or more ops (an attention mask read by every layer):
+    ``(tensor, chain of readers in path order, interval)`` with ``interval[a, b]`` the least
+    compute of the ops on paths from reader ``a`` to reader ``b`` (both included), each op on
+    its fastest type. A stage holding readers ``a`` and ``b`` holds all of those ops (an op
+    between them is above ``a``'s stage start and below ``b``'s stage end)."""
+    graph = instance.graph
+    fastest = np.where(np.isfinite(instance.costs.times), instance.costs.times, np.inf).min(axis=1)
+    fastest = np.where(np.isfinite(fastest), fastest, 0.0)
+    dag = nx.DiGraph()
+    dag.add_nodes_from(range(len(graph.ops)))
+    dag.add_edges_from(graph.edges)
+    below: dict[int, set[int]] = {}
+    spread = []
+    for x, readers in enumerate(arrays.consumers):
+        if len(readers) < 2:
+            continue
+        chain: list[int] = []
+        for r in sorted(readers.tolist()):  # op order is topological
+            if not chain or r in below.setdefault(chain[-1], nx.descendants(dag, chain[-1])):
+                chain.append(r)
+        if len(chain) < 2:
+            continue
+        interval = np.zeros((len(chain), len(chain)))
+        above = [nx.ancestors(dag, b) | {b} for b in chain]
+        for i, a in enumerate(chain):
+            after = below.setdefault(a, nx.descendants(dag, a))
+            for j in range(i + 1, len(chain)):
+                interval[i, j] = fastest[a] + fastest[list(after & above[j])].sum()
+        spread.append((x, np.array(chain, dtype=np.int64), interval))
+    return spread
+
+
+def _fewest_destinations(interval: np.ndarray, cap: float) -> np.ndarray:
+    """``fewest[f]``: the fewest stages, each of compute at most ``cap``, that hold readers
+    ``f, f+1, …`` of a chain (greedy runs of consecutive readers; ``fewest[m] = 0``)."""
+    m = len(interval)
+    fewest = np.zeros(m + 1, dtype=np.int64)
+    for f in range(m):
+        count, i = 0, f
+        while i < m:
+            count += 1
+            j = i
+            while j + 1 < m and interval[i, j + 1] <= cap * (1 + _TOLERANCE):
+                j += 1
+            i = j + 1
+        fewest[f] = count
+    return fewest
+
+
+_FRONTIER_UNITS = 8  # an ideal whose complement has more minimal units gets no send attribution
+
+
+def _next_inputs(instance: Instance, unit_of: np.ndarray, frontiers: list[int], arrays: _Graph) -> np.ndarray:
+    """``table[J, f, i]``: the ``i``-th tensor read by the ``f``-th minimal unit of the complement
+    of ideal ``J`` from another unit (-1 past its inputs, -2 in unused unit slots; all -2 when
+    there are more than :data:`_FRONTIER_UNITS` such units, which attributes nothing)."""
+    units = int(unit_of.max()) + 1
+    inputs: list[list[int]] = [[] for _ in range(units)]
+    for x, (producer, readers) in enumerate(zip(arrays.producer, arrays.consumers, strict=True)):
+        for unit in sorted({int(unit_of[r]) for r in readers} - {int(unit_of[producer])}):
+            inputs[unit].append(x)
+    width = max((len(i) for i in inputs), default=0) or 1
+    padded = np.full((units, width), -1, dtype=np.int64)
+    for unit, tensors in enumerate(inputs):
+        padded[unit, : len(tensors)] = tensors
+    table = np.full((len(frontiers), _FRONTIER_UNITS, width), -2, dtype=np.int64)
+    for j, mask in enumerate(frontiers):
+        members = [u for u in range(mask.bit_length()) if mask >> u & 1]
+        if 0 < len(members) <= _FRONTIER_UNITS:
+            table[j, : len(members)] = padded[members]
+    return table
+
+
+@dataclass(frozen=True)
+class _Groups:
+    """The device groups the DP counts: (type, host) classes when the state space allows,
+    else device types. Devices of one class are interchangeable (:mod:`._devices`), so counting
+    classes loses nothing; counting types forgets hosts, which only lowers the link estimates."""
+
+    devices: tuple[tuple[int, ...], ...]
+    type_of: np.ndarray  # type column of each group
+    classes: bool
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.array([len(members) for members in self.devices], dtype=np.int64)
+
+
+def _groups(instance: Instance, classes: bool) -> _Groups:
+    cluster = instance.cluster
+    if classes:
+        members = device_classes(cluster)
+    else:
+        members = tuple(
+            tuple(d for d in range(len(cluster.devices)) if cluster.type_index[d] == t)
+            for t in range(len(cluster.type_names))
+        )
+    type_of = np.array([cluster.type_index[group[0]] for group in members], dtype=np.int64)
+    return _Groups(members, type_of, classes)
+
+
 @dataclass(frozen=True)
 class _Lattice:
-    """Vectors ``c`` of devices used per type, flattened; ``moves[τ]`` = (from, to) indices."""
+    """DP states ``(c, σ, ν)``: ``c`` the devices used per group; ``σ`` the group of the stage
+    that ended last (``G``: none yet) and ``ν`` the group the next stage is committed to
+    (``G``: no next stage). ``σ`` and ``ν`` each have one slot when not tracked."""
 
-    size: int
+    size: int  # vectors c
+    last_slots: int
+    next_slots: int
     used: np.ndarray  # |c| of each vector
-    vectors: np.ndarray  # (size, T)
-    moves: tuple[tuple[np.ndarray, np.ndarray], ...]
+    vectors: np.ndarray  # (size, G)
+    movable: tuple[np.ndarray, ...]  # per group κ: the vectors a stage on κ can extend
+    grown: tuple[np.ndarray, ...]  # ... and the vectors it leads to
+
+    @property
+    def states(self) -> int:
+        return self.size * self.last_slots * self.next_slots
+
+    def state(self, vector, last, following) -> np.ndarray:
+        return (np.asarray(vector) * self.last_slots + last) * self.next_slots + following
+
+    def vector_of(self, states: np.ndarray) -> np.ndarray:
+        return states // (self.last_slots * self.next_slots)
+
+    def starts(self) -> np.ndarray:
+        """No stage yet; the first stage may take any group."""
+        return self.state(0, self.last_slots - 1, np.arange(self.next_slots))
+
+    def sources(self, group: int) -> np.ndarray:
+        """(vector, σ) states a stage on ``group`` extends: those committed to ``group``."""
+        following = group if self.next_slots > 1 else 0
+        return self.state(self.movable[group][:, None], np.arange(self.last_slots)[None, :], following)
+
+    def targets(self, group: int) -> np.ndarray:
+        """(vector, ν) states it leads to: its own group last, any commitment next."""
+        last = group if self.last_slots > 1 else 0
+        return self.state(self.grown[group][:, None], last, np.arange(self.next_slots)[None, :])
 
 
-def _lattice(instance: Instance) -> _Lattice:
+def _vectors(instance: Instance, groups: _Groups) -> tuple[np.ndarray, np.ndarray]:
     k = instance.options.stages
-    caps = [min(count, k) for count in instance.cluster.type_counts]
+    caps = [min(int(count), k) for count in groups.counts]
     vectors = np.array(list(itertools.product(*(range(c + 1) for c in caps))), dtype=np.int64)
-    strides = np.array([int(np.prod([c + 1 for c in caps[t + 1 :]])) for t in range(len(caps))])
+    return vectors[vectors.sum(axis=1) <= k], np.array(caps)
+
+
+def _lattice(instance: Instance, groups: _Groups, track: int) -> _Lattice:
+    """States for ``track`` = 2 (last and next group), 1 (last group only) or 0 (neither)."""
+    k = instance.options.stages
+    vectors, caps = _vectors(instance, groups)
+    index = {tuple(v): i for i, v in enumerate(vectors.tolist())}
     used = vectors.sum(axis=1)
-    moves = []
-    for t, cap in enumerate(caps):
-        source = np.flatnonzero((vectors[:, t] < cap) & (used < k))
-        moves.append((source, source + strides[t]))
-    return _Lattice(len(vectors), used, vectors, tuple(moves))
+    movable, grown = [], []
+    for g, cap in enumerate(caps):
+        source = np.flatnonzero((vectors[:, g] < cap) & (used < k))
+        after = vectors[source].copy()
+        after[:, g] += 1
+        movable.append(source)
+        grown.append(np.array([index[tuple(v)] for v in after.tolist()], dtype=np.int64))
+    slots = len(caps) + 1
+    return _Lattice(
+        len(vectors),
+        slots if track >= 1 else 1,
+        slots if track >= 2 else 1,
+        used,
+        vectors,
+        tuple(movable),
+        tuple(grown),
+    )
 
 
-def _rooms(instance: Instance, lattice: _Lattice, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _describe(groups: _Groups, track: int) -> str:
+    group = "(type, host) class" if groups.classes else "type"
+    tracked = ("", f", the last stage's {group} tracked", f", the last and next stages' {group}s tracked")
+    return f"devices counted per {group}{tracked[track]}"
+
+
+def _levels(instance: Instance, ideals: int) -> list[tuple[_Groups, int]]:
+    """The DP's levels, each a valid bound and each at least as tight as the one before: device
+    types with nothing tracked (fastest), then the last stage's group tracked, then the next
+    stage's too, each over (type, host) classes when the table of ideals × states fits
+    :data:`_STATE_BUDGET`, else over types, else skipped."""
+    types, classes = _groups(instance, classes=False), _groups(instance, classes=True)
+    levels = [(types, 0)]
+    for track in (1, 2):
+        for groups in (classes, types):  # the first that fits
+            size = len(_vectors(instance, groups)[0]) * (len(groups.devices) + 1) ** track
+            if ideals * size <= _STATE_BUDGET:
+                levels.append((groups, track))
+                break
+    return levels
+
+
+def _rooms(
+    instance: Instance, groups: _Groups, lattice: _Lattice, weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """``room[λ, c]``: the largest ``Σ λ_τ`` over the stages still open after vector ``c``
     (at most ``k - |c|`` of the devices left), and ``room_next[λ, c]``: the same after one more
     stage (the best move from ``c``; ``-inf`` when none).
@@ -296,55 +495,76 @@ def _rooms(instance: Instance, lattice: _Lattice, weights: np.ndarray) -> tuple[
     If every stage takes at most ``cap``, the work ``Σ_v min_τ λ_τ t_τ(v)`` of the ops still
     to place is at most ``cap · room[λ, c]``: a stage on type τ does at most ``λ_τ · cap``.
     """
-    k, counts = instance.options.stages, np.array(instance.cluster.type_counts)
+    k, counts = instance.options.stages, groups.counts
     room = np.zeros((len(weights), lattice.size))
     for c, vector in enumerate(lattice.vectors):
         left = k - int(lattice.used[c])
         for w, lam in enumerate(weights):
-            values = np.sort(np.repeat(lam, counts - vector))[::-1]
+            values = np.sort(np.repeat(lam[groups.type_of], counts - vector))[::-1]
             room[w, c] = values[:left].sum()
     room_next = np.full_like(room, -np.inf)
-    for source, target in lattice.moves:
+    for source, target in zip(lattice.movable, lattice.grown, strict=True):
         room_next[:, source] = np.maximum(room_next[:, source], room[:, target])
     return room, room_next
 
 
 @dataclass(frozen=True, eq=False)
 class _Links:
-    """``per_unit[τ, :, c]``: seconds per (tensor received, byte received, tensor sent, byte
-    sent) charged to a stage of type τ entered from lattice vector ``c`` — the latency and
-    inverse bandwidth of links to the types already in use (received) or still free (sent)."""
+    """``per_unit[κ, :, c]``: seconds per (tensor received, byte received, tensor sent, byte
+    sent) charged to a stage of group κ entered from vector ``c`` — the latency and inverse
+    bandwidth of links to the groups already in use (received) or still free (sent);
+    ``pair[σ, κ]``: the latency and inverse bandwidth from a device of group σ to another of κ."""
 
-    per_unit: np.ndarray
+    per_unit: np.ndarray  # (G, 4, vectors)
+    pair: np.ndarray  # (G, G, 2)
+
+    def extra(self, group: int, vectors: np.ndarray, partner: np.ndarray, receiving: bool) -> np.ndarray:
+        """(2, vectors, partners): the extra latency and inverse bandwidth, over the fastest
+        charged by ``per_unit``, of a tensor that a stage of ``group`` entered from ``vectors``
+        receives from (or sends to) a stage of group ``partner`` (an out-of-range partner —
+        no stage — costs nothing extra)."""
+        known = partner < len(self.pair)
+        first = 0 if receiving else 2
+        base = self.per_unit[group][first : first + 2, vectors]  # (2, V)
+        pair = np.zeros((2, len(partner)))
+        chosen = partner[known]
+        pair[:, known] = (self.pair[chosen, group] if receiving else self.pair[group, chosen]).T
+        out = pair[:, None, :] - base[:, :, None]
+        out[:, :, ~known] = 0.0
+        return out
 
 
-def _links(instance: Instance, lattice: _Lattice, *, slowest: bool) -> _Links:
+def _links(instance: Instance, groups: _Groups, lattice: _Lattice, *, slowest: bool) -> _Links:
     """The fastest links (smallest latency, largest bandwidth: a lower estimate) between a
-    device of type τ and another device of a type the stage can talk to, or the slowest."""
+    device of group κ and another device of a group the stage can talk to, or the slowest."""
     cluster = instance.cluster
-    types = len(cluster.type_names)
+    count = len(groups.devices)
+    group_of = np.empty(len(cluster.devices), dtype=np.int64)
+    for g, members in enumerate(groups.devices):
+        group_of[list(members)] = g
     pick_latency, pick_bandwidth = (np.fmax, np.fmin) if slowest else (np.fmin, np.fmax)
-    latency, bandwidth = np.full((types, types), np.nan), np.full((types, types), np.nan)
+    latency, bandwidth = np.full((count, count), np.nan), np.full((count, count), np.nan)
     for a in range(len(cluster.devices)):
         for b in range(len(cluster.devices)):
             if a != b:
-                ta, tb, link = cluster.type_index[a], cluster.type_index[b], cluster.link(a, b)
-                latency[ta, tb] = pick_latency(latency[ta, tb], link.latency)
-                bandwidth[ta, tb] = pick_bandwidth(bandwidth[ta, tb], link.bandwidth)
-    counts = np.array(cluster.type_counts)
-    shape = (types, lattice.size)
+                ga, gb, link = group_of[a], group_of[b], cluster.link(a, b)
+                latency[ga, gb] = pick_latency(latency[ga, gb], link.latency)
+                bandwidth[ga, gb] = pick_bandwidth(bandwidth[ga, gb], link.bandwidth)
+    counts = groups.counts
+    shape = (count, lattice.size)
     charged = [np.zeros(shape), np.full(shape, np.inf), np.zeros(shape), np.full(shape, np.inf)]
-    for t in range(types):
+    for g in range(count):
         for c, vector in enumerate(lattice.vectors):
-            free = counts - vector - (np.arange(types) == t)
+            free = counts - vector - (np.arange(count) == g)
             for side, partners in ((0, vector > 0), (2, free > 0)):
                 if partners.any():
-                    charged[side][t, c] = pick_latency.reduce(latency[t, partners])
-                    charged[side + 1][t, c] = pick_bandwidth.reduce(bandwidth[t, partners])
+                    charged[side][g, c] = pick_latency.reduce(latency[g, partners])
+                    charged[side + 1][g, c] = pick_bandwidth.reduce(bandwidth[g, partners])
     latency_in, bandwidth_in, latency_out, bandwidth_out = (
         np.nan_to_num(x, nan=0.0 if i % 2 == 0 else np.inf) for i, x in enumerate(charged)
     )
-    return _Links(np.stack([latency_in, 1 / bandwidth_in, latency_out, 1 / bandwidth_out], axis=1))
+    pair = np.stack([np.nan_to_num(latency, nan=0.0), 1 / np.nan_to_num(bandwidth, nan=np.inf)], axis=2)
+    return _Links(np.stack([latency_in, 1 / bandwidth_in, latency_out, 1 / bandwidth_out], axis=1), pair)
 
 
 def _scaled(cap: float, room: np.ndarray) -> np.ndarray:
@@ -382,18 +602,34 @@ class _Clock:
 class _DP:
     """The tables of one instance, and the recurrence run under a cap on every stage's time."""
 
-    def __init__(self, instance: Instance, unit_of: np.ndarray, ideals: list[int], clock: _Clock) -> None:
+    def __init__(
+        self, instance: Instance, unit_of: np.ndarray, ideals: list[int], frontiers: list[int], clock: _Clock
+    ) -> None:
         self.instance = instance
         self.arrays = _graph_arrays(instance)
         self.tables = _tables(instance, unit_of, ideals, self.arrays, clock)
-        self.lattice = _lattice(instance)
-        self.memory = np.array([instance.cluster.device_types[t].memory for t in instance.cluster.type_names])
+        self.unit_of, self.frontiers = unit_of, frontiers
+        self.pair_producer = np.repeat(self.arrays.producer, self.arrays.count)
         self.full = len(ideals) - 1
         self.pairs = 0
         work = self.tables.work
         self.by_work = np.argsort(work[:, -1], kind="stable")  # window on the last weight vector
         self.sorted_work = work[self.by_work, -1]
-        self.room, self.room_next = _rooms(instance, self.lattice, _work_weights(instance))
+        self.next_inputs: np.ndarray | None = None
+        self.spread = _spread_tensors(instance, self.arrays)
+        self.destinations: list[tuple[int, np.ndarray, np.ndarray]] = []
+        self.set_level(_groups(instance, classes=False), 0)
+
+    def set_level(self, groups: _Groups, track: int) -> None:
+        """Count devices by ``groups`` and track what :func:`_lattice` says for ``track``."""
+        instance = self.instance
+        self.groups, self.track = groups, track
+        self.lattice = _lattice(instance, groups, track)
+        if track >= 2 and self.next_inputs is None:
+            self.next_inputs = _next_inputs(instance, self.unit_of, self.frontiers, self.arrays)
+        memory = np.array([instance.cluster.device_types[t].memory for t in instance.cluster.type_names])
+        self.memory = memory[groups.type_of]
+        self.room, self.room_next = _rooms(instance, groups, self.lattice, _work_weights(instance))
 
     def _candidates(self, ideal: int, cap: float, rest_limit: np.ndarray) -> np.ndarray:
         """Strict supersets ``J`` whose stage could fit under ``cap`` and leave coverable work.
@@ -416,15 +652,50 @@ class _DP:
         mine = self.tables.packed[ideal]
         return window[((self.tables.packed[window] & mine) == mine).all(axis=1)]
 
+    def _last_units(self, inside: np.ndarray) -> np.ndarray:
+        """The maximal units of the ideal ``inside`` (no unit of the ideal reads from them).
+
+        The stage that ends at an ideal ``I`` is an up-set of ``I`` (what is left of ``I``
+        after removing a down-set) and is not empty, so it holds at least one of them."""
+        a = self.arrays
+        units = np.unique(self.unit_of[inside])
+        if not len(a.producer):
+            return units
+        producer, consumer = self.unit_of[self.pair_producer], self.unit_of[a.flat]
+        feeding = inside[self.pair_producer] & inside[a.flat] & (producer != consumer)
+        return np.setdiff1d(units, producer[feeding])
+
+    def _to_next(self, inside: np.ndarray, js: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(count, bytes) of the tensors stage ``js[j] \\ I`` certainly sends to the next stage:
+        the least, over the minimal units of the complement of ``js[j]`` (the next stage holds
+        one), of their inputs produced in the stage (zero when not tracked)."""
+        if self.track < 2 or not len(self.arrays.producer):
+            return np.zeros(len(js)), np.zeros(len(js))
+        tensors = self.next_inputs[js]  # (J, units, inputs), -1 = none, -2 = unit slot unused
+        real = tensors >= 0
+        safe = np.where(real, tensors, 0)
+        mine = real & ~inside[self.arrays.producer[safe]]
+        count = mine.sum(axis=2).astype(float)
+        size = (mine * self.arrays.size[safe]).sum(axis=2)
+        unused = (tensors == -2).all(axis=2)
+        count[unused], size[unused] = np.inf, np.inf
+        count, size = count.min(axis=1), size.min(axis=1)
+        return np.where(np.isfinite(count), count, 0.0), np.where(np.isfinite(size), size, 0.0)
+
     def _stage_parts(self, ideal: int, js: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For stages ``js[j] \\ ideal``: compute time on each type (inf where the stage does not
         fit or has an op the type cannot run), and the (count, bytes) of tensors received and
-        sent, as columns ``[recv count, recv bytes, sent count, sent bytes]``."""
+        sent, as columns ``[recv count, recv bytes, sent count, sent bytes, last count, last
+        bytes]``. The *last* columns are a part of the received tensors that certainly comes from
+        the stage ending at ``ideal``: the least, over the ideal's maximal units (one of which that
+        stage holds), of what the stage receives from that unit."""
         t, a = self.tables, self.arrays
         inside = t.row(ideal)
         recv_b, recv_c = np.zeros(len(js)), np.zeros(len(js))
         sent_b, sent_c = t.out_bytes[js].copy(), t.out_count[js].copy()
         leaving = np.zeros(0, dtype=bool)
+        last = self._last_units(inside) if ideal else np.zeros(0, dtype=np.int64)
+        from_last = np.zeros((2, len(js), len(last)))
         if len(a.producer):
             leaving = inside[a.producer] & (np.add.reduceat(inside[a.flat], a.starts) < a.count)
         for x in np.flatnonzero(leaving):  # tensors leaving ``ideal``...
@@ -436,6 +707,19 @@ class _DP:
             passing = ~taken.all(axis=1)  # ...still leaving ``J`` but not sent by the stage
             sent_b -= passing * a.size[x]
             sent_c -= passing
+            column = np.searchsorted(last, self.unit_of[a.producer[x]])
+            if column < len(last) and last[column] == self.unit_of[a.producer[x]]:
+                from_last[0, :, column] += got
+                from_last[1, :, column] += got * a.size[x]
+        last_c, last_b = from_last.min(axis=2) if len(last) else np.zeros((2, len(js)))
+        for x, chain, fewest in self.destinations:  # a tensor read in several later stages
+            if inside[a.producer[x]]:
+                continue
+            made = t.member(js, a.producer[x : x + 1])[:, 0]
+            extra = np.maximum(fewest[t.member(js, chain).sum(axis=1)] - 1, 0) * made
+            sent_c += extra
+            sent_b += extra * a.size[x]
+        next_c, next_b = self._to_next(inside, js)
         params = t.own_params[js] - t.own_params[ideal]
         for users, size in zip(a.shared_users, a.shared_size, strict=True):
             outside = users[~inside[users]]
@@ -446,28 +730,36 @@ class _DP:
         lead = _LEADING_ZEROS[diff[np.arange(len(js)), first]]
         largest = t.working_sorted[np.minimum(first * 8 + lead, len(t.working_sorted) - 1)]
         memory = params + sent_b + recv_b + largest
-        feasible = (t.unsupported[js] - t.unsupported[ideal] < 0.5) & (
+        feasible = ((t.unsupported[js] - t.unsupported[ideal])[:, self.groups.type_of] < 0.5) & (
             memory[:, None] <= self.memory[None, :] * (1 + _TOLERANCE)
         )
-        compute = np.where(feasible, t.time[js] - t.time[ideal], np.inf)
-        return compute, np.column_stack([recv_c, recv_b, sent_c, sent_b])
+        groups = self.groups.type_of
+        compute = np.where(feasible, (t.time[js] - t.time[ideal])[:, groups], np.inf)
+        return compute, np.column_stack([recv_c, recv_b, sent_c, sent_b, last_c, last_b, next_c, next_b])
 
     def run(
         self, cap: float, clock: _Clock, tracks: list[tuple]
     ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """For each track ``(combine, links)``: ``F[ideal, c]`` with every stage ``≤ cap``, and
-        back-pointers (ideal, vector). Tracks share the candidates and stage parts of each ideal."""
+        """For each track ``(combine, links)``: ``F[ideal, state]`` with every stage ``≤ cap``,
+        and back-pointers (ideal, state). Tracks share the candidates and stage parts of each ideal."""
         t, lattice = self.tables, self.lattice
         count = len(t.work)
         tables = []
         for _ in tracks:
-            best = np.full((count, lattice.size), np.inf)
-            best[0, 0] = 0.0
+            best = np.full((count, lattice.states), np.inf)
+            best[0, lattice.starts()] = 0.0
             tables.append(
                 (best, np.full(best.shape, -1, dtype=np.int64), np.full(best.shape, -1, dtype=np.int64))
             )
-        work_limit = _scaled(cap, self.room) * (1 + _TOLERANCE) + 1e-300
-        next_limit = _scaled(cap, self.room_next)
+        per_destination = self.instance.options.comm_mode is CommMode.PER_DESTINATION
+        self.destinations = (
+            [(x, chain, _fewest_destinations(interval, cap)) for x, chain, interval in self.spread]
+            if per_destination
+            else []
+        )
+        vectors = lattice.vector_of(np.arange(lattice.states))
+        work_limit = (_scaled(cap, self.room) * (1 + _TOLERANCE) + 1e-300)[:, vectors]
+        next_limit = _scaled(cap, self.room_next)[:, vectors]
         for ideal in range(count - 1):
             clock.tick(ideal, count)
             rest = t.work[self.full] - t.work[ideal]  # drop states whose rest cannot fit under cap
@@ -484,84 +776,103 @@ class _DP:
                 continue
             self.pairs += len(js)
             compute, traffic = self._stage_parts(ideal, js)
-            for (combine, links), (best, parent, parent_vector), mine in zip(
+            for (combine, links), (best, parent, parent_state), mine in zip(
                 tracks, tables, lives, strict=True
             ):
                 if mine.any():
                     self._relax(
-                        ideal, js, compute, traffic, combine, links, cap, mine, best, parent, parent_vector
+                        ideal, js, compute, traffic, combine, links, cap, mine, best, parent, parent_state
                     )
         return tables
 
     def _relax(
-        self, ideal, js, compute, traffic, combine, links, cap, live, best, parent, parent_vector
+        self, ideal, js, compute, traffic, combine, links, cap, live, best, parent, parent_state
     ) -> None:
-        """Extend every live state of ``ideal`` by the stages ``js \\ ideal`` on every type."""
-        block, block_parent, block_vector = best[js], parent[js], parent_vector[js]
+        """Extend every live state of ``ideal`` by the stages ``js \\ ideal`` on every group."""
+        block, block_parent, block_state = best[js], parent[js], parent_state[js]
         row = best[ideal]
         changed = False
-        for tau, (source, target) in enumerate(self.lattice.moves):
-            keep = live[source]
-            if not keep.any() or not np.isfinite(compute[:, tau]).any():
+        lattice, groups = self.lattice, len(self.groups.devices)
+        for group in range(groups):
+            source, target = lattice.sources(group), lattice.targets(group)  # (V, σ), (V, ν)
+            keep = live[source].any(axis=1)
+            if not keep.any() or not np.isfinite(compute[:, group]).any():
                 continue
             source, target = source[keep], target[keep]
-            comm = traffic @ links.per_unit[tau][:, source]
-            own = compute[:, tau][:, None]
+            vectors = lattice.movable[group][keep]
+            last = np.arange(lattice.last_slots) if lattice.last_slots > 1 else np.array([groups])
+            following = np.arange(lattice.next_slots) if lattice.next_slots > 1 else np.array([groups])
+            base = traffic[:, :4] @ links.per_unit[group][:, vectors]  # (J, V)
+            received = np.einsum("jc,cvs->jvs", traffic[:, 4:6], links.extra(group, vectors, last, True))
+            sent = np.einsum("jc,cvn->jvn", traffic[:, 6:8], links.extra(group, vectors, following, False))
+            comm = base[:, :, None, None] + received[:, :, :, None] + sent[:, :, None, :]  # (J, V, σ, ν)
+            own = compute[:, group][:, None, None, None]
             cost = np.maximum(own, comm) if self.instance.options.overlap else own + comm
             cost[cost > cap] = np.inf
-            value = combine(row[source][None, :], cost)
+            value = combine(row[source][None, :, :, None], cost)
+            pick = value.argmin(axis=2)  # the best last group for each (J, V, ν)
+            value = np.take_along_axis(value, pick[:, :, None, :], axis=2)[:, :, 0, :]
             current = block[:, target]
             better = value < current
             if not better.any():
                 continue
             changed = True
+            chosen = source[np.arange(len(source))[None, :, None], pick]
             block[:, target] = np.where(better, value, current)
             block_parent[:, target] = np.where(better, ideal, block_parent[:, target])
-            block_vector[:, target] = np.where(better, source[None, :], block_vector[:, target])
+            block_state[:, target] = np.where(better, chosen, block_state[:, target])
         if changed:
-            best[js], parent[js], parent_vector[js] = block, block_parent, block_vector
+            best[js], parent[js], parent_state[js] = block, block_parent, block_state
 
     def finals(self) -> np.ndarray:
-        """Lattice vectors that end a placement (``|c| = k`` with exact stages)."""
-        used, k = self.lattice.used, self.instance.options.stages
-        return np.flatnonzero(used == k if self.instance.options.exact_stages else (used >= 1) & (used <= k))
+        """States that end a placement (``|c| = k`` with exact stages; no next stage committed)."""
+        lattice, k = self.lattice, self.instance.options.stages
+        used = lattice.used
+        ends = np.flatnonzero(used == k if self.instance.options.exact_stages else (used >= 1) & (used <= k))
+        return lattice.state(
+            ends[:, None], np.arange(lattice.last_slots)[None, :], lattice.next_slots - 1
+        ).ravel()
 
-    def trace(
-        self, parent: np.ndarray, parent_vector: np.ndarray, vector: int
-    ) -> tuple[list[int], list[int]]:
-        """(ideals of the chain, device type of each stage) ending at ``(V, vector)``."""
-        ideals, types = [self.full], []
+    def trace(self, parent: np.ndarray, parent_state: np.ndarray, state: int) -> tuple[list[int], list[int]]:
+        """(ideals of the chain, device group of each stage) ending at ``(V, state)``."""
+        ideals, groups = [self.full], []
         ideal = self.full
+        vectors = self.lattice.vectors
         while ideal != 0:
-            before, before_vector = int(parent[ideal, vector]), int(parent_vector[ideal, vector])
-            types.append(
-                int(np.flatnonzero(self.lattice.vectors[vector] != self.lattice.vectors[before_vector])[0])
-            )
-            ideal, vector = before, before_vector
+            before, before_state = int(parent[ideal, state]), int(parent_state[ideal, state])
+            grown = vectors[self.lattice.vector_of(state)] != vectors[self.lattice.vector_of(before_state)]
+            groups.append(int(np.flatnonzero(grown)[0]))
+            ideal, state = before, before_state
             ideals.append(ideal)
-        return ideals[::-1], types[::-1]
+        return ideals[::-1], groups[::-1]
 
 
 def _placed(
-    instance: Instance, dp: _DP, parent: np.ndarray, parent_vector: np.ndarray, vector: int, label: str
+    instance: Instance, dp: _DP, parent: np.ndarray, parent_state: np.ndarray, state: int, label: str
 ) -> tuple[str, Placement, Evaluation] | None:
-    """The DP's placement ending at ``(V, vector)``, on its best evaluated concrete devices."""
-    chain, types = dp.trace(parent, parent_vector, vector)
+    """The DP's placement ending at ``(V, state)``, on its best evaluated concrete devices."""
+    chain, groups = dp.trace(parent, parent_state, state)
     stage_of = [0] * len(instance.graph.ops)
-    for s in range(len(types)):
+    for s in range(len(groups)):
         for v in np.flatnonzero(dp.tables.row(chain[s + 1]) & ~dp.tables.row(chain[s])):
             stage_of[v] = s
-    chosen = _choose_devices(instance, tuple(stage_of), types)
+    chosen = _choose_devices(instance, tuple(stage_of), [dp.groups.devices[g] for g in groups])
     return None if chosen is None else (label, *chosen)
 
 
 def _choose_devices(
-    instance: Instance, stage_of: tuple[int, ...], types: list[int]
+    instance: Instance, stage_of: tuple[int, ...], groups: list[tuple[int, ...]]
 ) -> tuple[Placement, Evaluation] | None:
-    """Best evaluated concrete devices for stages of the given types (classes per type)."""
+    """Best evaluated concrete devices for stages of the given device groups: every sequence of
+    classes of the groups' types, those within the groups first (the DP's own choice)."""
     cluster = instance.cluster
     classes = device_classes(cluster)
-    allowed = [[c for c, members in enumerate(classes) if cluster.type_index[members[0]] == t] for t in types]
+    allowed = []
+    for members in groups:
+        same_type = [
+            c for c, cls in enumerate(classes) if cluster.type_index[cls[0]] == cluster.type_index[members[0]]
+        ]
+        allowed.append(sorted(same_type, key=lambda c: classes[c][0] not in members))
     best = None
     for devices in itertools.islice(device_sequences(classes, allowed), _DEVICE_CHOICES):
         placement = Placement(stage_of, devices)
@@ -604,61 +915,87 @@ class IdealDP(Solver):
                 f"ideal-dp: the graph has more than {IDEAL_LIMIT} ideals (downsets), too many for the"
                 " exact DP; use --solver cp-sat or order-dp"
             )
-        unit_of, ideals = enumerated
+        unit_of, ideals, frontiers = enumerated
         settings.report(f"ideal-dp: {len(ideals)} ideals over {int(unit_of.max()) + 1} units")
         best = None
         for incumbent in incumbents(instance, settings):
             best = _better(best, incumbent)
         try:
-            dp = _DP(instance, unit_of, ideals, _Clock(settings, "ideal-dp tables", deadline))
+            dp = _DP(instance, unit_of, ideals, frontiers, _Clock(settings, "ideal-dp tables", deadline))
         except _OutOfTime as stop:
             return self._out_of_time(best, stop)
-        cap = best[2].bottleneck * (1 + _TOLERANCE) if best else np.inf
-        finals, floor = dp.finals(), _links(instance, dp.lattice, slowest=False)
-        ceiling = _links(instance, dp.lattice, slowest=True)
-        tracks = [(np.maximum, floor)]
-        if not np.array_equal(floor.per_unit, ceiling.per_unit):
-            tracks.append(
-                (np.maximum, ceiling)
-            )  # charging the slowest links: no bound, maybe a better placement
-        try:
-            runs = dp.run(cap, _Clock(settings, "ideal-dp pass 1", deadline), tracks)
-        except _OutOfTime as stop:
-            return self._out_of_time(best, stop)
-        values, parent, parent_vector = runs[0]
-        value = float(values[dp.full, finals].min()) if len(finals) else np.inf
-        if not np.isfinite(value):
-            return Outcome(
-                None,
-                Status.INFEASIBLE,
-                np.inf,
-                ("ideal-dp: no placement fits the devices' memory and op support (every placement checked)",),
-            )
-        if len(runs) > 1 and np.isfinite(runs[1][0][dp.full, finals].min()):
-            upper, up_parent, up_vector = runs[1]
-            vector = int(finals[np.argmin(upper[dp.full, finals])])
-            best = _better(
-                best, _placed(instance, dp, up_parent, up_vector, vector, "ideal-dp (slowest links)")
-            )
-        vector = int(finals[np.argmin(values[dp.full, finals])])
-        try:  # tie-break by the sum of stage times, then fewer stages
-            clock = _Clock(settings, "ideal-dp pass 2", deadline)
-            tie_cap = value * (1 + _TOLERANCE) + 1e-300
-            ((sums, parent, parent_vector),) = dp.run(tie_cap, clock, [(np.add, floor)])
-            vector = int(min(finals, key=lambda c: (sums[dp.full, c], dp.lattice.used[c])))
-        except _OutOfTime:
-            pass
-        best = _better(_placed(instance, dp, parent, parent_vector, vector, "ideal-dp"), best)
+        value, proven, stopped = -np.inf, None, None
+        for groups, track in _levels(instance, len(ideals)):
+            dp.set_level(groups, track)
+            try:
+                level_value, best = self._level(instance, dp, best, settings, deadline)
+            except _OutOfTime as stop:
+                stopped = stop
+                break
+            if not np.isfinite(level_value):
+                return Outcome(
+                    None,
+                    Status.INFEASIBLE,
+                    np.inf,
+                    (
+                        "ideal-dp: no placement fits the devices' memory and op support"
+                        " (every placement checked)",
+                    ),
+                )
+            if proven is None or level_value > value:
+                value, proven = level_value, _describe(groups, track)
+            if best is not None and best[2].bottleneck <= value * (1 + _TOLERANCE):
+                break
+        if proven is None:
+            return self._out_of_time(best, stopped)
         if best is None:
             return Outcome(None, Status.NO_SOLUTION, value, ("ideal-dp: no device assignment is valid",))
         notes = [
             f"ideal-dp: {len(ideals)} ideals, {dp.pairs} stage candidates scored; DP value {value:.6g} s"
-            " (a lower bound: communication is estimated from below unless links are uniform)",
+            f" ({proven}; a lower bound: communication is estimated from below unless links are uniform)",
             f"ideal-dp: returning the {best[0]} placement (the best evaluated of the DP's and heuristics')",
         ]
+        if stopped is not None:
+            notes.append(f"ideal-dp: {stopped} at a richer level; its bound is not used")
         if best[2].bottleneck <= value * (1 + _TOLERANCE):  # equal up to rounding: proven optimal
             return Outcome(best[1], Status.OPTIMAL, min(value, best[2].bottleneck), tuple(notes))
         return Outcome(best[1], Status.FEASIBLE, value, tuple(notes))
+
+    @staticmethod
+    def _level(
+        instance: Instance, dp: _DP, best: tuple[str, Placement, Evaluation] | None, settings, deadline
+    ) -> tuple[float, tuple[str, Placement, Evaluation] | None]:
+        """One level's DP value (``inf``: nothing fits) and the best placement so far, its
+        stages capped by the best placement's bottleneck."""
+        cap = best[2].bottleneck * (1 + _TOLERANCE) if best else np.inf
+        finals, floor = dp.finals(), _links(instance, dp.groups, dp.lattice, slowest=False)
+        ceiling = _links(instance, dp.groups, dp.lattice, slowest=True)
+        tracks = [(np.maximum, floor)]
+        if not (
+            np.array_equal(floor.per_unit, ceiling.per_unit) and np.array_equal(floor.pair, ceiling.pair)
+        ):
+            tracks.append((np.maximum, ceiling))  # the slowest links: no bound, maybe a better placement
+        runs = dp.run(cap, _Clock(settings, "ideal-dp pass 1", deadline), tracks)
+        values, parent, parent_state = runs[0]
+        value = float(values[dp.full, finals].min()) if len(finals) else np.inf
+        if not np.isfinite(value):
+            return value, best
+        if len(runs) > 1 and np.isfinite(runs[1][0][dp.full, finals].min()):
+            upper, up_parent, up_state = runs[1]
+            state = int(finals[np.argmin(upper[dp.full, finals])])
+            best = _better(
+                best, _placed(instance, dp, up_parent, up_state, state, "ideal-dp (slowest links)")
+            )
+        state = int(finals[np.argmin(values[dp.full, finals])])
+        try:  # tie-break by the sum of stage times, then fewer stages
+            clock = _Clock(settings, "ideal-dp pass 2", deadline)
+            tie_cap = value * (1 + _TOLERANCE) + 1e-300
+            ((sums, parent, parent_state),) = dp.run(tie_cap, clock, [(np.add, floor)])
+            used = dp.lattice.used[dp.lattice.vector_of(finals)]
+            state = int(min(zip(finals, used, strict=True), key=lambda f: (sums[dp.full, f[0]], f[1]))[0])
+        except _OutOfTime:
+            pass
+        return value, _better(_placed(instance, dp, parent, parent_state, state, "ideal-dp"), best)
 
     @staticmethod
     def _out_of_time(best: tuple[str, Placement, Evaluation] | None, stop: _OutOfTime) -> Outcome:
