@@ -40,7 +40,7 @@ _MIN_POLISH_SECONDS = 1.0  # below this CP-SAT rarely gets past building its mod
 _AUTO_CP_SAT_OPS = 500
 # After ideal-dp, CP-SAT gets this share of the time left and the large-neighbourhood polish the rest.
 _AUTO_CP_SAT_SHARE = 0.4
-_CHAIN_BOUND_SHARE = 0.05  # of the time limit (2 s without one) for the dominator-chain bound
+_CHAIN_BOUND_SHARE = 0.1  # of the time limit (4 s without one) for the dominator-chain bound
 
 
 def graph_from_networkx(graph: nx.DiGraph, name: str = "graph") -> OpGraph:

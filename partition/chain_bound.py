@@ -40,6 +40,17 @@ writes every crossing tensor of ``J`` (by the edge property above), so its time 
 ``end_τ(J) + send_τ(J) − start_τ(I) + recv_τ(I)``; otherwise at least its compute. With
 ``--overlap`` communication is dropped (``max(compute, comm) ≥ compute``).
 
+**Handed tensors.** The stage ending at a cut ``I`` is a non-empty up-set of ``I``, so it holds
+one of ``I``'s maximal ops ``m``; the stage starting there holds one minimal op ``w`` of the
+rest. So the tensors from ``m`` to ``w`` — at least the least, over such pairs, of their count
+and bytes — go from the one stage straight to the other (at a segment boundary: from an op of
+the segment before that only ``d_b`` reads, to ``d_b``; on a relaxed cell nothing is known). With
+``σ`` and ``ν`` the types of the stages before and after, a stage of type ``κ`` pays them over
+the best ``σ → κ`` link on receiving and ``κ → ν`` on sending: on top of what ``recv``/``send``
+charge at ``κ``'s best link when it pays its cuts, and in full when it only computes (they are
+exchanged whatever the stage holds). An op no op reads may end a stage alone, which hands
+nothing: then nothing is known at any later cut either.
+
 **Relaxed feasibility of a bottleneck ``B``.** ``reach_τ(I)`` is the furthest position ``J`` the
 test above admits (``end`` replaced by its suffix minimum, so the admissible ``J`` form a prefix
 and can be binary-searched), then made nondecreasing in ``I`` by a running maximum: an
@@ -49,13 +60,17 @@ furthest position reachable using at most ``c_τ`` stages of each type,
 with counts ``c``, then ``F(c) ≥ pos(J)`` by induction, because ``reach_τ`` is monotone and
 admits every real stage of time ``≤ B``. So if ``F(min(n, k)) < pos(V)`` after ``k`` rounds, no
 placement has bottleneck ``≤ B`` and ``B`` is a valid bound; the largest such ``B`` is found by
-bisection. Memory, colocation and exact stage counts are relaxed (dropping constraints only
-lowers the optimum). A chain graph has a dominator at every op, so on one host in a homogeneous
-cluster this is the exact chain DP optimum.
+bisection. With handed tensors the state also carries ``σ`` (the last stage's type) and ``ν``
+(the type the next stage is committed to), ``F(c + e_κ, κ, ν') = max_σ reach_σκν'(F(c, σ, κ))``,
+and the same induction holds; the cheaper relaxation without them is bisected first and
+brackets this one from below. Memory, colocation and exact stage counts are relaxed (dropping
+constraints only lowers the optimum). A chain graph has a dominator at every op, so on one host
+in a homogeneous cluster, or on hosts of one type each, this is the exact chain DP optimum.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass
 
@@ -63,7 +78,9 @@ import numpy as np
 
 from .instance import Instance
 
-_IDEAL_LIMIT = 4096  # a segment with more ideals is relaxed to cells
+_IDEAL_LIMIT = 4096  # a segment with more ideals is relaxed to cells ...
+_SMALL_IDEAL_LIMIT = 256  # ... or with more than this once the exact positions reach
+_POSITION_BUDGET = 100_000  # this many (every probe of the bisection searches them all)
 _EXACT_OPS = 60  # ideals are bitsets of one machine word's worth of ops
 _CELLS = 64
 _RELATIVE_GAP = 1e-6  # bisection stops when the bracket is this tight
@@ -73,13 +90,62 @@ _SAFETY = 1e-9  # the bound is shrunk by this much against rounding in the prefi
 
 @dataclass(frozen=True)
 class _Positions:
-    """Per position (rows, last = all ops placed) and device type (columns)."""
+    """Per position (rows, last = all ops placed) and device type (columns); ``handed`` (rows ×
+    (count, bytes)): tensors that certainly go from the stage ending at the cut to the stage
+    starting there (``None``: nothing known)."""
 
     end: np.ndarray
     start: np.ndarray
     send: np.ndarray
     recv: np.ndarray
     threshold: np.ndarray
+    handed: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class _Pairs:
+    """``latency[σ, κ]``, ``inverse[σ, κ]``: the best link from a device of type σ to another
+    device of type κ (``inf`` latency where there is none), and ``base_*[κ]`` the best link of
+    κ at all, which the positions' ``send``/``recv`` charge."""
+
+    latency: np.ndarray
+    inverse: np.ndarray
+    base_latency: np.ndarray
+    base_inverse: np.ndarray
+
+    def link(self, sender: int, receiver: int) -> tuple[float, float] | None:
+        """The link from type ``sender`` to type ``receiver`` (``None``: no stage at one end)."""
+        types = len(self.latency)
+        if sender >= types or receiver >= types:
+            return None
+        return float(self.latency[sender, receiver]), float(self.inverse[sender, receiver])
+
+    def time(self, handed: np.ndarray, sender: int, receiver: int, less: int | None = None) -> np.ndarray:
+        """Per position, the time of the handed tensors over the link from type ``sender`` to
+        type ``receiver`` (an index past the types, no stage there, costs nothing), less the
+        best link of type ``less`` when given (what ``send``/``recv`` already charge)."""
+        types = len(self.latency)
+        if sender >= types or receiver >= types:
+            return np.zeros(len(handed))
+        latency, inverse = self.latency[sender, receiver], self.inverse[sender, receiver]
+        if less is not None:
+            latency, inverse = latency - self.base_latency[less], inverse - self.base_inverse[less]
+        parts = np.multiply(handed, np.array([latency, inverse]), out=np.zeros_like(handed), where=handed > 0)
+        return parts.sum(axis=1)
+
+
+def _pairs(instance: Instance, latency: np.ndarray, bandwidth: np.ndarray) -> _Pairs:
+    cluster = instance.cluster
+    types = len(cluster.type_names)
+    pair_latency, pair_bandwidth = np.full((types, types), np.inf), np.zeros((types, types))
+    for a in range(len(cluster.devices)):
+        for b in range(len(cluster.devices)):
+            if a != b:
+                ta, tb, link = cluster.type_index[a], cluster.type_index[b], cluster.link(a, b)
+                pair_latency[ta, tb] = min(pair_latency[ta, tb], link.latency)
+                pair_bandwidth[ta, tb] = max(pair_bandwidth[ta, tb], link.bandwidth)
+    with np.errstate(divide="ignore"):
+        return _Pairs(pair_latency, 1.0 / pair_bandwidth, latency, 1.0 / bandwidth)
 
 
 def dominators(instance: Instance) -> np.ndarray:
@@ -160,19 +226,82 @@ class _Builder:
         pair_segment = self.segment[self.producer[self.pair_tensor]]
         order = np.argsort(pair_segment, kind="stable")
         self.pairs_by_segment = np.split(order, np.searchsorted(pair_segment[order], np.arange(1, n_seg)))
+        self.first_reader = np.full(n, n, dtype=np.int64)  # n: the op's tensors are read by no op
+        np.minimum.at(self.first_reader, self.producer[self.pair_tensor], self.pair_op)
+        # ops before each index whose tensors no op reads: they may end a stage on their own
+        self.dangling = np.concatenate([[0], np.cumsum(self.first_reader == n)])
         self.rows: list[tuple[np.ndarray, ...]] = []
+        self.ideals: dict[int, list[int] | None] = {}
+        self.exact_positions = 0
+
+    def segment_ideals(self, b: int) -> list[int] | None:
+        """Segment ``b``'s ideals (see :func:`_ideals`), or ``None`` when it is relaxed to cells;
+        decided once per segment, in segment order, so every caller sees the same positions."""
+        if b not in self.ideals:
+            lo, hi = int(self.bounds[b]), int(self.bounds[b + 1])
+            roomy = self.exact_positions < _POSITION_BUDGET
+            limit = _IDEAL_LIMIT if roomy else _SMALL_IDEAL_LIMIT
+            found = _ideals(self, b, lo, hi, limit) if hi - lo <= _EXACT_OPS else None
+            self.exact_positions += len(found) if found else 0
+            self.ideals[b] = found
+        return self.ideals[b]
 
     def comm(self, size: np.ndarray | float, count: np.ndarray | float) -> np.ndarray:
         """Time per type (last axis) of sending or receiving ``count`` tensors of ``size`` bytes."""
         return np.multiply.outer(count, self.latency) + np.divide.outer(size, self.bandwidth)
 
-    def add(self, end: np.ndarray, start: np.ndarray, comm: np.ndarray, threshold: np.ndarray) -> None:
-        self.rows.append((end, start, comm, threshold))
+    def add(
+        self, end: np.ndarray, start: np.ndarray, comm: np.ndarray, threshold: np.ndarray, handed: np.ndarray
+    ) -> None:
+        self.rows.append((end, start, comm, threshold, handed))
+
+    def boundary_handed(self, b: int) -> np.ndarray:
+        """(count, bytes) handed across the cut just before ``d_b``: the stage ending there
+        holds an op of segment ``b - 1`` that only ``d_b`` reads (the cut's maximal ops), and the
+        next stage holds ``d_b``; the least, over those ops, of what they send to ``d_b``."""
+        lo = int(self.bounds[b])
+        if b == 0 or not self.heads[lo] or self.dangling[lo]:
+            return np.zeros(2)
+        previous = self.pairs_by_segment[b - 1]
+        to_head = previous[self.pair_op[previous] == lo]
+        senders = self.producer[self.pair_tensor[to_head]]
+        last = np.flatnonzero(self.first_reader[int(self.bounds[b - 1]) : lo] >= lo) + int(self.bounds[b - 1])
+        count = np.array([np.sum(senders == m) for m in last], dtype=float)
+        size = np.array([self.size[self.pair_tensor[to_head][senders == m]].sum() for m in last])
+        return np.array([count.min(), size.min()]) if len(last) else np.zeros(2)
+
+    def ideal_handed(self, b: int, lo: int, hi: int, members: np.ndarray) -> np.ndarray:
+        """(count, bytes) per ideal ``P`` of segment ``b``: the least, over a maximal op ``m`` of
+        ``P`` (one is in the stage ending at the cut) and a minimal op ``w`` of the segment's
+        rest (one is in the next stage), of the tensors ``m`` sends ``w``."""
+        handed = np.zeros((len(members), 2))
+        handed[0] = self.boundary_handed(b)
+        if self.dangling[lo] or len(members) < 2:
+            return handed
+        selected = self.pairs_by_segment[b]
+        inner = selected[self.pair_op[selected] < hi]
+        sender, reader = self.producer[self.pair_tensor[inner]] - lo, self.pair_op[inner] - lo
+        width = hi - lo
+        feeds = np.zeros((width, width))
+        np.add.at(feeds, (sender, reader), 1.0)
+        sent = np.zeros((width, width))
+        np.add.at(sent, (sender, reader), self.size[self.pair_tensor[inner]])
+        step = max(1, 1_000_000 // (width * width))
+        for lo_row in range(1, len(members), step):
+            rows = members[lo_row : lo_row + step]
+            out = ~rows
+            maximal = rows & ((rows.astype(float) @ feeds.T) == 0)
+            minimal = out & ((out.astype(float) @ feeds) == 0)
+            pair = maximal[:, :, None] & minimal[:, None, :]
+            for column, amounts in enumerate((feeds, sent)):
+                values = np.where(pair, amounts[None, :, :], np.inf).reshape(len(rows), -1).min(axis=1)
+                handed[lo_row : lo_row + step, column] = np.where(np.isfinite(values), values, 0.0)
+        return handed
 
     def segment_positions(self, b: int, prefix: np.ndarray, first: int, reference: int) -> bool:
         """Positions of segment ``b``, the first of them at row ``first``; whether relaxed."""
         lo, hi = int(self.bounds[b]), int(self.bounds[b + 1])
-        ideals = _ideals(self, b, lo, hi) if hi - lo <= _EXACT_OPS else None
+        ideals = self.segment_ideals(b)
         if ideals is not None:
             self.exact(b, lo, hi, ideals, prefix, first)
         else:
@@ -197,7 +326,7 @@ class _Builder:
         comm[0] = self.comm(*self.crossing[b])
         threshold = np.full(len(ideals), first + len(ideals))
         threshold[0] = first
-        self.add(partial, partial, comm, threshold)
+        self.add(partial, partial, comm, threshold, self.ideal_handed(b, lo, hi, members))
 
     def relaxed(self, b: int, lo: int, hi: int, prefix: np.ndarray, first: int, reference: int) -> None:
         times = self.times[lo:hi]
@@ -228,6 +357,7 @@ class _Builder:
             np.vstack([prefix[None, :], start]),
             np.vstack([self.comm(*self.crossing[b])[None, :], np.repeat(interior[None, :], _CELLS, axis=0)]),
             np.array([first] + [first + 1 + _CELLS] * _CELLS),
+            np.vstack([self.boundary_handed(b)[None, :], np.zeros((_CELLS, 2))]),
         )
 
 
@@ -240,9 +370,9 @@ def _least_work(reference: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, n
     return xs, np.concatenate([[0.0], np.cumsum(times[useful][order])])
 
 
-def _ideals(builder: _Builder, b: int, lo: int, hi: int) -> list[int] | None:
+def _ideals(builder: _Builder, b: int, lo: int, hi: int, limit: int) -> list[int] | None:
     """Ideals of segment ``[lo, hi)`` as bitsets by increasing size (the whole segment left
-    out: it is the next segment's empty ideal), or ``None`` past :data:`_IDEAL_LIMIT`."""
+    out: it is the next segment's empty ideal), or ``None`` past ``limit``."""
     preds = [0] * (hi - lo)
     selected = builder.pairs_by_segment[b]
     for t, c in zip(builder.pair_tensor[selected].tolist(), builder.pair_op[selected].tolist(), strict=True):
@@ -258,7 +388,7 @@ def _ideals(builder: _Builder, b: int, lo: int, hi: int) -> list[int] | None:
                 if grown != ideal and preds[u] & ~ideal == 0 and grown not in seen:
                     seen.add(grown)
                     following.append(grown)
-                    if len(seen) > _IDEAL_LIMIT:
+                    if len(seen) > limit:
                         return None
         ideals.extend(sorted(g for g in following if g != full))
         level = following
@@ -276,19 +406,23 @@ def _positions(builder: _Builder, reference: int) -> tuple[_Positions, bool]:
         first += len(builder.rows[-1][0])
         prefix = prefix + builder.times[builder.bounds[b] : builder.bounds[b + 1]].sum(axis=0)
     zero = np.zeros_like(prefix)
-    builder.add(prefix[None, :], prefix[None, :], zero[None, :], np.array([first]))
-    end, start, comm, threshold = (np.concatenate(parts) for parts in zip(*builder.rows, strict=True))
+    builder.add(prefix[None, :], prefix[None, :], zero[None, :], np.array([first]), np.zeros((1, 2)))
+    end, start, comm, threshold, handed = (np.concatenate(parts) for parts in zip(*builder.rows, strict=True))
     send = comm.copy()
     send[-1] = 0.0
     recv = comm.copy()
     recv[0] = 0.0
-    return _Positions(end, start, send, recv, threshold), relaxed
+    return _Positions(end, start, send, recv, threshold, handed), relaxed
 
 
 class _Relaxation:
-    """Feasibility of a bottleneck in the relaxation of the module docstring."""
+    """Feasibility of a bottleneck in the relaxation of the module docstring.
 
-    def __init__(self, instance: Instance, positions: _Positions) -> None:
+    With ``pairs``, the state also holds the type ``σ`` of the stage that ended last and the type
+    ``ν`` the next stage is committed to, and each cut's handed tensors are charged over the
+    link from the stage before it to the stage after it (*Handed tensors* in the docstring)."""
+
+    def __init__(self, instance: Instance, positions: _Positions, pairs: _Pairs | None = None) -> None:
         self.positions = p = positions
         self.full_end = np.minimum.accumulate((p.end + p.send)[::-1], axis=0)[::-1]
         self.full_start = p.start - p.recv
@@ -297,19 +431,66 @@ class _Relaxation:
         self.stages = k
         self.counts = tuple(min(c, k) for c in instance.cluster.type_counts)
         self.last = len(p.end) - 1
+        known = p.handed is not None and bool((p.handed > 0).any())
+        self.pairs = pairs if known else None
+        if self.pairs is not None:
+            self._pair_arrays()
+
+    def _pair_arrays(self) -> None:
+        """Per (κ, ν) the suffix-minimal ends and per (σ, κ) the starts, as in :meth:`reach`,
+        with the handed tensors' links added (index ``T``: no stage before or after)."""
+        p, pairs = self.positions, self.pairs
+        types = p.end.shape[1]
+        handed = p.handed
+        self.pair_full_end, self.pair_compute_end = {}, {}
+        self.pair_full_start, self.pair_compute_start = {}, {}
+        for k in range(types):
+            for n in range(types + 1):
+                full = p.end[:, k] + p.send[:, k] + pairs.time(handed, k, n, less=k)
+                self.pair_full_end[k, n] = np.minimum.accumulate(full[::-1])[::-1]
+                compute = p.end[:, k] + pairs.time(handed, k, n)
+                self.pair_compute_end[k, n] = np.minimum.accumulate(compute[::-1])[::-1]
+            for s in range(types + 1):
+                self.pair_full_start[s, k] = p.start[:, k] - p.recv[:, k] - pairs.time(handed, s, k, less=k)
+                self.pair_compute_start[s, k] = p.start[:, k] - pairs.time(handed, s, k)
+
+    def _combine(self, full: np.ndarray, compute: np.ndarray) -> np.ndarray:
+        threshold = self.positions.threshold
+        best = np.maximum(np.where(full > threshold, full, -1), np.minimum(compute, threshold))
+        return np.maximum.accumulate(np.maximum(best, np.arange(self.last + 1)))
 
     def reach(self, bottleneck: float) -> list[np.ndarray]:
         p = self.positions
-        here = np.arange(self.last + 1)
         reaches = []
         for t in range(p.end.shape[1]):
             full = np.searchsorted(self.full_end[:, t], self.full_start[:, t] + bottleneck, side="right") - 1
             compute = np.searchsorted(self.compute_end[:, t], p.start[:, t] + bottleneck, side="right") - 1
-            best = np.maximum(np.where(full > p.threshold, full, -1), np.minimum(compute, p.threshold))
-            reaches.append(np.maximum.accumulate(np.maximum(best, here)))
+            reaches.append(self._combine(full, compute))
+        return reaches
+
+    def pair_reach(self, bottleneck: float) -> dict[tuple[int, int], list[tuple[np.ndarray, list[int]]]]:
+        """Per (κ, ν): the reaches, as :meth:`reach`, of a stage of type κ before one of type ν,
+        each with the previous types σ it holds for (one per distinct link from σ)."""
+        types = self.positions.end.shape[1]
+        reaches: dict[tuple[int, int], list[tuple[np.ndarray, list[int]]]] = {}
+        for k, n in itertools.product(range(types), range(types + 1)):
+            groups: dict[tuple | None, list[int]] = {}
+            for s in range(types + 1):
+                groups.setdefault(self.pairs.link(s, k), []).append(s)
+            reaches[k, n] = []
+            for previous in groups.values():
+                full = self.pair_full_start[previous[0], k] + bottleneck
+                compute = self.pair_compute_start[previous[0], k] + bottleneck
+                reach = self._combine(
+                    np.searchsorted(self.pair_full_end[k, n], full, side="right") - 1,
+                    np.searchsorted(self.pair_compute_end[k, n], compute, side="right") - 1,
+                )
+                reaches[k, n].append((reach, previous))
         return reaches
 
     def feasible(self, bottleneck: float) -> bool:
+        if self.pairs is not None:
+            return self._feasible_with_pairs(bottleneck)
         reaches = self.reach(bottleneck)
         furthest = np.zeros([c + 1 for c in self.counts], dtype=np.int64)
         for _ in range(self.stages):
@@ -328,6 +509,36 @@ class _Relaxation:
             furthest = grown
         return False
 
+    def _feasible_with_pairs(self, bottleneck: float) -> bool:
+        """``F(c, σ, ν)``: the furthest position reached with at most ``c_τ`` stages of each
+        type, the last of type σ, the next committed to ν; a stage of type κ extends the states
+        committed to κ: ``F(c + e_κ, κ, ν') ≥ max_σ reach_σκν'(F(c, σ, κ))``. Every state
+        starts at position 0 (an over-estimate, as the running maxima are); a placement fits
+        when ``F(counts, σ, no next stage)`` reaches the end for some σ."""
+        reaches = self.pair_reach(bottleneck)
+        types = len(self.counts)
+        furthest = np.zeros([c + 1 for c in self.counts] + [types + 1, types + 1], dtype=np.int64)
+        done = (*self.counts, slice(None), types)
+        for _ in range(self.stages):
+            grown = furthest.copy()
+            for k in range(types):
+                if self.counts[k] == 0:
+                    continue
+                later = [slice(None)] * types
+                earlier = [slice(None)] * types
+                later[k], earlier[k] = slice(1, None), slice(0, -1)
+                source = furthest[(*earlier, slice(None), k)]  # counts × σ
+                for n in range(types + 1):
+                    target = grown[(*later, k, n)]
+                    for reach, previous in reaches[k, n]:  # reach is monotone: one gather per group
+                        np.maximum(target, reach[source[..., previous].max(axis=-1)], out=target)
+            if (grown[done] >= self.last).any():
+                return True
+            if np.array_equal(grown, furthest):
+                return False
+            furthest = grown
+        return False
+
 
 def chain_lower_bound(
     instance: Instance, upper: float | None = None, *, deadline: float | None = None
@@ -340,10 +551,14 @@ def chain_lower_bound(
     infeasible value met so far is already a valid bound.
     """
     builder = _Builder(instance)
+    pairs = None if instance.options.overlap else _pairs(instance, builder.latency, builder.bandwidth)
     best = 0.0
     for reference in np.argsort(builder.times.sum(axis=0), kind="stable"):
         positions, relaxed = _positions(builder, int(reference))
-        best = max(best, _bisect(_Relaxation(instance, positions), best, upper, deadline))
+        # the relaxation without the handed tensors' links is far cheaper: its value brackets
+        # the bisection of the one with them from below
+        for links in (None, pairs) if pairs is not None else (None,):
+            best = max(best, _bisect(_Relaxation(instance, positions, links), best, upper, deadline))
         if not relaxed or (deadline is not None and time.perf_counter() > deadline):
             break
     return best

@@ -13,6 +13,10 @@ import pytest
 import partition
 
 LIGHT = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
+TWO_HOSTS = [  # two H100s on NVLink; an A100 beside another H100 on PCIe; InfiniBand between
+    {"name": "h0", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"},
+    {"name": "h1", "devices": {"A100-40GB": 1, "H100-SXM": 1}, "intra_link": "pcie4"},
+]
 
 
 def random_dag_instance(

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import LIGHT, random_dag_instance
-from test_ideal_dp import TWO_HOSTS
+from conftest import LIGHT, TWO_HOSTS, random_dag_instance
 
 import partition
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 import pytest
-from conftest import random_dag_instance
+from conftest import TWO_HOSTS, random_dag_instance
 from generated import small_instances
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -15,10 +15,6 @@ from partition import chain_bound, synthetic
 from partition.chain_bound import chain_lower_bound, dominators
 
 cases = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-TWO_HOSTS = [
-    {"name": "h0", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"},
-    {"name": "h1", "devices": {"A100-40GB": 1, "H100-SXM": 1}, "intra_link": "pcie4"},
-]
 # exact ideals, every segment relaxed to cells, and very coarse cells
 MODES = ({}, {"_EXACT_OPS": 0}, {"_EXACT_OPS": 0, "_CELLS": 2})
 
@@ -71,6 +67,26 @@ def test_equals_the_optimum_on_a_chain(seed, n, k) -> None:
     cluster = partition.parse_cluster({"name": "one-host", "hosts": hosts, "inter_host_link": "ib-hdr"})
     instance = partition.make_instance(dag, cluster, k)
     assert dominators(instance).all()
+    assert chain_lower_bound(instance) == pytest.approx(_optimum(instance), rel=1e-4)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000), st.integers(2, 7), st.integers(2, 4))
+def test_equals_the_optimum_on_a_chain_across_hosts(seed, n, k) -> None:
+    # One type per host, links of three speeds: each cut's tensor is handed from the stage
+    # before it to the stage after it, and the states' last and next types price its link.
+    rng = np.random.default_rng(seed)
+    dag = nx.DiGraph()
+    for v in range(n):
+        dag.add_node(v, flops=float(rng.uniform(1e11, 5e12)), bytes_read=1e6, bytes_written=1e6)
+    dag.add_edges_from((v, v + 1, {"bytes": float(rng.uniform(1e7, 1e9))}) for v in range(n - 1))
+    hosts = [
+        {"name": "h0", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"},
+        {"name": "h1", "devices": {"A100-80GB": 1}, "intra_link": "pcie4"},
+        {"name": "h2", "devices": {"L4": 1}, "intra_link": "pcie4"},
+    ]
+    cluster = partition.parse_cluster({"name": "three", "hosts": hosts, "inter_host_link": "ib-hdr"})
+    instance = partition.make_instance(dag, cluster, k)
     assert chain_lower_bound(instance) == pytest.approx(_optimum(instance), rel=1e-4)
 
 

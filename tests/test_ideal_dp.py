@@ -7,7 +7,7 @@ from dataclasses import replace
 import networkx as nx
 import numpy as np
 import pytest
-from conftest import LIGHT, random_dag_instance
+from conftest import LIGHT, TWO_HOSTS, random_dag_instance
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,10 +16,6 @@ from partition.api import _choose_solver
 from partition.solvers.ideal_dp import ideal_count
 
 ONE_HOST = [{"name": "h0", "devices": {"H100-SXM": 2, "A100-80GB": 2}, "intra_link": "pcie4"}]
-TWO_HOSTS = [
-    {"name": "h0", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"},
-    {"name": "h1", "devices": {"A100-40GB": 1, "H100-SXM": 1}, "intra_link": "pcie4"},
-]
 TIGHT = [{"name": "h0", "devices": {"small": 2, "tiny": 2}, "intra_link": "pcie4"}]
 TIGHT_TYPES = {  # weights average 2 GB an op: memory binds on 8-op graphs
     "small": {"peak_flops": {"fp32": 10e12}, "memory_bandwidth": 1e12, "memory": 12e9},

@@ -44,10 +44,8 @@ import numpy as np
 
 from ..chain_bound import (
     _CELLS,
-    _EXACT_OPS,
     _bisect,
     _Builder,
-    _ideals,
     _Positions,
     _positions,
     _Relaxation,
@@ -207,7 +205,7 @@ class _Rounder:
         times = builder.times[:, reference]
         for b in range(len(builder.bounds) - 1):
             lo, hi = int(builder.bounds[b]), int(builder.bounds[b + 1])
-            ideals = _ideals(builder, b, lo, hi) if hi - lo <= _EXACT_OPS else None
+            ideals = builder.segment_ideals(b)
             if ideals is not None:
                 for ideal in ideals:
                     rows.append(
