@@ -236,13 +236,19 @@ class _Builder:
 
     def segment_ideals(self, b: int) -> list[int] | None:
         """Segment ``b``'s ideals (see :func:`_ideals`), or ``None`` when it is relaxed to cells;
-        decided once per segment, in segment order, so every caller sees the same positions."""
+        decided once per segment, in segment order, so every caller sees the same positions.
+
+        They are ordered by their compute on the fastest type, then by size: nested ideals stay
+        in order (so nested cuts never go backwards), and the suffix minima and running maxima
+        of the relaxation lose little where a segment holds many parallel ops (experts)."""
         if b not in self.ideals:
             lo, hi = int(self.bounds[b]), int(self.bounds[b + 1])
             roomy = self.exact_positions < _POSITION_BUDGET
             limit = _IDEAL_LIMIT if roomy else _SMALL_IDEAL_LIMIT
             found = _ideals(self, b, lo, hi, limit) if hi - lo <= _EXACT_OPS else None
-            self.exact_positions += len(found) if found else 0
+            if found:
+                self.exact_positions += len(found)
+                found = _by_work(found, self.times[lo:hi, int(np.argmin(self.times.sum(axis=0)))])
             self.ideals[b] = found
         return self.ideals[b]
 
@@ -368,6 +374,14 @@ def _least_work(reference: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, n
     order = np.argsort(times[useful] / reference[useful], kind="stable")
     xs = np.concatenate([[0.0], np.cumsum(reference[useful][order])])
     return xs, np.concatenate([[0.0], np.cumsum(times[useful][order])])
+
+
+def _by_work(ideals: list[int], times: np.ndarray) -> list[int]:
+    """``ideals`` (bitsets over ops with these times) by compute, then size; compute in integer
+    ticks, whose sums are exact, so an ideal never sorts before one it contains."""
+    ticks = np.round(times / max(float(times.max()), 1e-300) * 2**40).astype(np.int64)
+    members = np.array([[ideal >> u & 1 for u in range(len(times))] for ideal in ideals], dtype=np.int64)
+    return [ideals[i] for i in np.lexsort((members.sum(axis=1), members @ ticks))]
 
 
 def _ideals(builder: _Builder, b: int, lo: int, hi: int, limit: int) -> list[int] | None:
