@@ -40,6 +40,7 @@ _MIN_POLISH_SECONDS = 1.0  # below this CP-SAT rarely gets past building its mod
 _AUTO_CP_SAT_OPS = 500
 # After ideal-dp, CP-SAT gets this share of the time left and the large-neighbourhood polish the rest.
 _AUTO_CP_SAT_SHARE = 0.4
+_AUTO_IDEAL_DP_SHARE = 0.5  # of the solver's time for ideal-dp under auto; CP-SAT and the polish get the rest
 _CHAIN_BOUND_SHARE = 0.1  # of the time limit (4 s without one) for the dominator-chain bound
 
 
@@ -286,7 +287,11 @@ def solve(
             math.inf,
             notes=(reason,),
         )
-    name, outcome, fallback_notes = _run_solver(instance, name, settings, auto)
+    # ideal-dp's richer levels can take all the time; auto keeps some for CP-SAT and the polish
+    first = settings
+    if auto and name == "ideal-dp" and settings.time_limit is not None:
+        first = replace(settings, time_limit=settings.time_limit * _AUTO_IDEAL_DP_SHARE)
+    name, outcome, fallback_notes = _run_solver(instance, name, first, auto)
     # Before any polish, so that a bound meeting the incumbent ends ``auto`` at once.
     bound = max(bound, outcome.lower_bound)
     chain_budget = _CHAIN_BOUND_SHARE * (time_limit or 40.0)
