@@ -12,6 +12,12 @@ ideal (downset) of the graph is ``prefix(b) ∪ P`` — all segments before ``b`
 ``P ⊊`` segment ``b`` — and its crossing tensors (produced inside, read outside) are those of
 segment ``b - 1`` read by ``d_b`` when ``P = ∅``, else those produced in ``P``.
 
+**Broadcast tensors.** A tensor read along the whole graph (BERT's attention mask, read by
+every layer) jumps over every residual add, leaving no dominators. Reading each tensor that
+three or more ops read at its first reader only (keeping readers that would be left with no
+other op-made input) is a relaxation — every placement stays valid and costs no more — so the
+bound is computed on that graph when it has clearly more dominators.
+
 **Positions.** The cuts ``J_0 = ∅ ⊂ J_1 ⊂ … ⊂ J_s = V`` of a placement map to *positions* in a
 linear order (segment by segment; nested cuts never go backwards):
 
@@ -72,7 +78,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -85,6 +91,7 @@ _EXACT_OPS = 60  # ideals are bitsets of one machine word's worth of ops
 _CELLS = 64
 _RELATIVE_GAP = 1e-6  # bisection stops when the bracket is this tight
 _OPTIMAL = 1e-7  # first probe just below ``upper``: proves it optimal when infeasible
+_MORE_DOMINATORS = 1.5  # the broadcast relaxation is used when it has this many times the dominators
 _SAFETY = 1e-9  # the bound is shrunk by this much against rounding in the prefix sums
 
 
@@ -554,6 +561,34 @@ class _Relaxation:
         return False
 
 
+def _without_broadcasts(instance: Instance) -> Instance:
+    """``instance`` with each tensor that three or more ops read (an attention mask read by
+    every layer) read by its first reader only, except readers left with no other op-made input.
+
+    A relaxation: every placement of ``instance`` is one of the result (fewer edges to respect)
+    and costs no more there (fewer destinations), so its optimum is no larger. The dropped
+    edges are what keeps the layers' residual adds from being dominators."""
+    graph = instance.graph
+    index = graph.index
+    inputs = np.zeros(len(graph.ops), dtype=np.int64)
+    for tensor in graph.tensors:
+        if tensor.producer is not None:
+            for consumer in set(tensor.consumers):
+                inputs[index[consumer]] += 1
+    tensors = []
+    for tensor in graph.tensors:
+        readers = sorted(set(tensor.consumers), key=index.__getitem__)
+        if tensor.producer is None or len(readers) < 3:
+            tensors.append(tensor)
+            continue
+        kept = [readers[0]] + [r for r in readers[1:] if inputs[index[r]] < 2]
+        for r in readers[1:]:
+            if inputs[index[r]] >= 2:
+                inputs[index[r]] -= 1
+        tensors.append(replace(tensor, consumers=tuple(kept)))
+    return replace(instance, graph=replace(graph, tensors=tuple(tensors)))
+
+
 def chain_lower_bound(
     instance: Instance, upper: float | None = None, *, deadline: float | None = None
 ) -> float:
@@ -564,6 +599,9 @@ def chain_lower_bound(
     brackets the bisection; ``deadline`` (``time.perf_counter`` seconds) stops early — every
     infeasible value met so far is already a valid bound.
     """
+    relaxed = _without_broadcasts(instance)
+    if dominators(relaxed).sum() >= _MORE_DOMINATORS * max(dominators(instance).sum(), 1):
+        instance = relaxed  # more segments: contiguity and granularity bind along them
     builder = _Builder(instance)
     pairs = None if instance.options.overlap else _pairs(instance, builder.latency, builder.bandwidth)
     best = 0.0
