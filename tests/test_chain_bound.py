@@ -34,6 +34,15 @@ def _bounds(instance: partition.Instance) -> list[float]:
     return values
 
 
+def _chain(rng: np.random.Generator, n: int, edge_bytes) -> nx.DiGraph:
+    """A chain of ``n`` ops of random FLOPs, each edge ``edge_bytes(rng)`` bytes."""
+    dag = nx.DiGraph()
+    for v in range(n):
+        dag.add_node(v, flops=float(rng.uniform(1e11, 5e12)), bytes_read=1e6, bytes_written=1e6)
+    dag.add_edges_from((v, v + 1, {"bytes": edge_bytes(rng)}) for v in range(n - 1))
+    return dag
+
+
 @cases
 @given(small_instances())
 def test_never_above_the_optimum(instance: partition.Instance) -> None:
@@ -58,11 +67,7 @@ def test_never_above_the_optimum_with_shared_outputs_on_two_hosts(seed, n, k, p)
 def test_equals_the_optimum_on_a_chain(seed, n, k) -> None:
     # One host (uniform links), equal small tensors: every op is a dominator and the chain DP
     # over boundaries with exact compute and communication is the problem itself.
-    rng = np.random.default_rng(seed)
-    dag = nx.DiGraph()
-    for v in range(n):
-        dag.add_node(v, flops=float(rng.uniform(1e11, 5e12)), bytes_read=1e6, bytes_written=1e6)
-    dag.add_edges_from((v, v + 1, {"bytes": 1e6}) for v in range(n - 1))
+    dag = _chain(np.random.default_rng(seed), n, lambda rng: 1e6)
     hosts = [{"name": "h0", "devices": {"H100-SXM": 2, "A100-80GB": 2}, "intra_link": "nvlink3"}]
     cluster = partition.parse_cluster({"name": "one-host", "hosts": hosts, "inter_host_link": "ib-hdr"})
     instance = partition.make_instance(dag, cluster, k)
@@ -75,11 +80,7 @@ def test_equals_the_optimum_on_a_chain(seed, n, k) -> None:
 def test_equals_the_optimum_on_a_chain_across_hosts(seed, n, k) -> None:
     # One type per host, links of three speeds: each cut's tensor is handed from the stage
     # before it to the stage after it, and the states' last and next types price its link.
-    rng = np.random.default_rng(seed)
-    dag = nx.DiGraph()
-    for v in range(n):
-        dag.add_node(v, flops=float(rng.uniform(1e11, 5e12)), bytes_read=1e6, bytes_written=1e6)
-    dag.add_edges_from((v, v + 1, {"bytes": float(rng.uniform(1e7, 1e9))}) for v in range(n - 1))
+    dag = _chain(np.random.default_rng(seed), n, lambda rng: float(rng.uniform(1e7, 1e9)))
     hosts = [
         {"name": "h0", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"},
         {"name": "h1", "devices": {"A100-80GB": 1}, "intra_link": "pcie4"},
@@ -93,12 +94,8 @@ def test_equals_the_optimum_on_a_chain_across_hosts(seed, n, k) -> None:
 def test_a_broadcast_tensor_is_relaxed_away(monkeypatch) -> None:
     # A mask made by a source op and read along the chain jumps over every op in between, so
     # none is a dominator; reading it at its first reader only (a relaxation) restores them.
-    rng = np.random.default_rng(5)
-    dag = nx.DiGraph()
-    for v in range(8):
-        dag.add_node(v, flops=float(rng.uniform(1e11, 5e12)), bytes_read=1e6, bytes_written=1e6)
+    dag = _chain(np.random.default_rng(5), 8, lambda rng: float(rng.uniform(1e7, 1e9)))
     dag.add_node("mask", flops=1e6, bytes_read=1e3, bytes_written=1e3)
-    dag.add_edges_from((v, v + 1, {"bytes": float(rng.uniform(1e7, 1e9))}) for v in range(7))
     dag.add_edges_from(("mask", v, {"bytes": 1e4}) for v in (2, 4, 6))
     instance = partition.make_instance(dag, "homo-4a100", 4)
     graph = instance.graph

@@ -16,6 +16,11 @@ from partition.api import _choose_solver
 from partition.solvers.ideal_dp import ideal_count
 
 ONE_HOST = [{"name": "h0", "devices": {"H100-SXM": 2, "A100-80GB": 2}, "intra_link": "pcie4"}]
+THREE_HOSTS = [
+    {"name": "h0", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"},
+    {"name": "h1", "devices": {"H100-SXM": 1}, "intra_link": "pcie4"},
+    {"name": "h2", "devices": {"A100-40GB": 1}, "intra_link": "pcie4"},
+]
 TIGHT = [{"name": "h0", "devices": {"small": 2, "tiny": 2}, "intra_link": "pcie4"}]
 TIGHT_TYPES = {  # weights average 2 GB an op: memory binds on 8-op graphs
     "small": {"peak_flops": {"fp32": 10e12}, "memory_bandwidth": 1e12, "memory": 12e9},
@@ -73,9 +78,18 @@ def test_equals_brute_force_when_links_are_uniform_and_mode_once(instance: parti
 
 
 @cases
-@given(st.one_of(_instances(TWO_HOSTS), _instances(ONE_HOST, "per-destination"), _instances(TIGHT)))
+@given(
+    st.one_of(
+        _instances(TWO_HOSTS),
+        _instances(THREE_HOSTS),
+        _instances(ONE_HOST, "per-destination"),
+        _instances(TIGHT),
+    )
+)
 def test_brackets_the_optimum_in_general(instance: partition.Instance) -> None:
-    # Two hosts, several destinations per tensor, tight memory: bound ≤ optimum ≤ returned.
+    # Two or three hosts, several destinations per tensor, tight memory: bound ≤ optimum ≤
+    # returned (the links priced from the stages around a cut and the fewest-destinations count
+    # are lower estimates).
     exact = partition.solve(instance, "brute-force")
     dp = partition.solve(instance, "ideal-dp")
     if exact.placement is None:
@@ -88,13 +102,6 @@ def test_brackets_the_optimum_in_general(instance: partition.Instance) -> None:
         assert dp.bottleneck == pytest.approx(exact.bottleneck, rel=RELATIVE)
     order = partition.solve(instance, "order-dp")
     assert order.placement is None or dp.bottleneck <= order.bottleneck * (1 + RELATIVE)
-
-
-THREE_HOSTS = [
-    {"name": "h0", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"},
-    {"name": "h1", "devices": {"H100-SXM": 1}, "intra_link": "pcie4"},
-    {"name": "h2", "devices": {"A100-40GB": 1}, "intra_link": "pcie4"},
-]
 
 
 def _chain_instance(seed: int, n: int, k: int, mode: str) -> partition.Instance:
@@ -125,20 +132,6 @@ def test_exact_on_chains_across_hosts(seed: int, n: int, k: int, mode: str) -> N
     assert dp.status is partition.Status.OPTIMAL
     assert dp.bottleneck == pytest.approx(exact.bottleneck, rel=RELATIVE)
     assert dp.lower_bound == pytest.approx(exact.bottleneck, rel=RELATIVE)
-
-
-@cases
-@given(_instances(THREE_HOSTS))
-def test_bound_is_valid_across_three_hosts(instance: partition.Instance) -> None:
-    # Tensors read in several stages, links of three speeds: every level's bound stays below
-    # the optimum (the attributed links and the fewest-destinations count are lower estimates).
-    exact = partition.solve(instance, "brute-force")
-    dp = partition.solve(instance, "ideal-dp")
-    if exact.placement is None:
-        assert dp.status is partition.Status.INFEASIBLE
-        return
-    assert dp.lower_bound <= exact.bottleneck * (1 + RELATIVE)
-    assert exact.bottleneck <= dp.bottleneck * (1 + RELATIVE)
 
 
 def test_colocation_and_exact_stages() -> None:
