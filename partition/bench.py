@@ -216,8 +216,9 @@ def collect(sources: Iterable[str | Path | Instance]) -> list[Entry]:
 
 
 def check_solvers(names: Sequence[str]) -> list[str]:
-    """``names`` if all are registered (in order, without repeats), else a clear error."""
-    valid = solver_names()
+    """``names`` if all are registered or ``auto`` (in order, without repeats), else a clear
+    error; ``auto`` is benchmarked as users run it (its choice, polish and fallbacks)."""
+    valid = [*solver_names(), "auto"]
     unknown = [n for n in names if n not in valid]
     if unknown:
         raise SolverError(f"unknown solver {unknown[0]!r} (registered: {', '.join(valid)})")

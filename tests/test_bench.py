@@ -144,6 +144,12 @@ def test_a_raising_or_hanging_solver_is_a_row(monkeypatch, behaviour: str, statu
     assert row.status == status and message in row.error and row.bottleneck_s is None
 
 
+def test_auto_is_benchmarked_as_users_run_it() -> None:
+    assert bench.check_solvers(["auto", "order-dp"]) == ["auto", "order-dp"]
+    row = bench.run_job(random_dag_instance(1, 5, hosts=HOSTS, stages=2), "auto", 5.0)
+    assert row.status in ("optimal", "feasible") and row.bottleneck_s > 0 and row.solver == "auto"
+
+
 def test_a_crashing_solver_is_a_row_not_a_crash(monkeypatch) -> None:
     monkeypatch.setitem(_REGISTRY, "failing", _Failing)
     monkeypatch.setattr(_Failing, "behaviour", "crash")

@@ -33,7 +33,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--solvers",
         metavar="A,B",
-        help=f"comma-separated solver names (default: all registered: {', '.join(solver_names())})",
+        help=f"comma-separated solver names, or auto (default: all registered: {', '.join(solver_names())})",
     )
     parser.add_argument(
         "--time-limit", type=float, default=30.0, metavar="S", help="seconds per job (default 30)"
