@@ -15,8 +15,8 @@ segment ``b - 1`` read by ``d_b`` when ``P = ∅``, else those produced in ``P``
 **Broadcast tensors.** A tensor read along the whole graph (BERT's attention mask, read by
 every layer) jumps over every residual add, leaving no dominators. Reading each tensor that
 three or more ops read at its first reader only (keeping readers that would be left with no
-other op-made input) is a relaxation — every placement stays valid and costs no more — so the
-bound is computed on that graph when it has clearly more dominators.
+other op-made input) is a relaxation — every placement stays valid and costs no more — so when
+one segment holds most of the ops the bound is computed on that graph if it splits it.
 
 **Positions.** The cuts ``J_0 = ∅ ⊂ J_1 ⊂ … ⊂ J_s = V`` of a placement map to *positions* in a
 linear order (segment by segment; nested cuts never go backwards):
@@ -91,7 +91,7 @@ _EXACT_OPS = 60  # ideals are bitsets of one machine word's worth of ops
 _CELLS = 64
 _RELATIVE_GAP = 1e-6  # bisection stops when the bracket is this tight
 _OPTIMAL = 1e-7  # first probe just below ``upper``: proves it optimal when infeasible
-_MORE_DOMINATORS = 1.5  # the broadcast relaxation is used when it has this many times the dominators
+_NO_CHAIN = 0.5  # the broadcast relaxation is tried when one segment holds more of the ops
 _SAFETY = 1e-9  # the bound is shrunk by this much against rounding in the prefix sums
 
 
@@ -561,6 +561,11 @@ class _Relaxation:
         return False
 
 
+def _largest_segment(instance: Instance) -> int:
+    """Ops in the largest segment between consecutive dominators."""
+    return int(np.bincount(np.cumsum(dominators(instance))).max())
+
+
 def _without_broadcasts(instance: Instance) -> Instance:
     """``instance`` with each tensor that three or more ops read (an attention mask read by
     every layer) read by its first reader only, except readers left with no other op-made input.
@@ -599,9 +604,10 @@ def chain_lower_bound(
     brackets the bisection; ``deadline`` (``time.perf_counter`` seconds) stops early — every
     infeasible value met so far is already a valid bound.
     """
-    relaxed = _without_broadcasts(instance)
-    if dominators(relaxed).sum() >= _MORE_DOMINATORS * max(dominators(instance).sum(), 1):
-        instance = relaxed  # more segments: contiguity and granularity bind along them
+    if _largest_segment(instance) > _NO_CHAIN * len(instance.graph.ops):
+        relaxed = _without_broadcasts(instance)  # the relaxation also drops some communication
+        if _largest_segment(relaxed) < _largest_segment(instance):
+            instance = relaxed
     builder = _Builder(instance)
     pairs = None if instance.options.overlap else _pairs(instance, builder.latency, builder.bandwidth)
     best = 0.0
