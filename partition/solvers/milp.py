@@ -72,11 +72,13 @@ _BOUND_SAFETY = 1e-6
 _CBC_BOUND = re.compile(r"best possible (-?[0-9.]+(?:[eE][-+]?[0-9]+)?)")
 # CBC checks its time limit only between phases: on DenseNet/Inception-sized models the root LP
 # alone takes 20 s and the MIP start another 15 s past a 2.5 s limit. So CBC runs under this
-# watchdog, which kills it at the caller's deadline (argv: deadline as epoch seconds, command).
-_WATCHDOG = """import subprocess, sys, time
+# watchdog, which kills it at the caller's deadline (argv: deadline as epoch seconds, a file it
+# creates when it kills CBC, command).
+_WATCHDOG = """import pathlib, subprocess, sys, time
 try:
-    sys.exit(subprocess.run(sys.argv[2:], timeout=max(float(sys.argv[1]) - time.time(), 0)).returncode)
+    sys.exit(subprocess.run(sys.argv[3:], timeout=max(float(sys.argv[1]) - time.time(), 0)).returncode)
 except subprocess.TimeoutExpired:
+    pathlib.Path(sys.argv[2]).touch()
     sys.exit(124)
 """
 _CBC_SHARE = 0.8  # CBC's own limit, of the time left when it starts: it stops cleanly if it can
@@ -287,15 +289,15 @@ def _solve_with_cbc(
         stop = time.time() + left - _FINISH_SECONDS
         wrapper.write_text(
             f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c {shlex.quote(_WATCHDOG)} {stop!r}"
-            f' {shlex.quote(command.path)} "$@"\n'
+            f' {shlex.quote(str(folder / "killed"))} {shlex.quote(command.path)} "$@"\n'
         )
         wrapper.chmod(0o700)
         command.path = str(wrapper)
     try:
         problem.solve(command)
     except pulp.PulpSolverError:
-        if time.perf_counter() < deadline - _FINISH_SECONDS:
-            raise  # CBC failed on its own
+        if not (folder / "killed").exists():
+            raise  # CBC failed on its own (the watchdog leaves this file when it kills CBC)
         return False
     return True
 
