@@ -142,17 +142,11 @@ class _Pairs:
 
 
 def _pairs(instance: Instance, latency: np.ndarray, bandwidth: np.ndarray) -> _Pairs:
-    cluster = instance.cluster
-    types = len(cluster.type_names)
-    pair_latency, pair_bandwidth = np.full((types, types), np.inf), np.zeros((types, types))
-    for a in range(len(cluster.devices)):
-        for b in range(len(cluster.devices)):
-            if a != b:
-                ta, tb, link = cluster.type_index[a], cluster.type_index[b], cluster.link(a, b)
-                pair_latency[ta, tb] = min(pair_latency[ta, tb], link.latency)
-                pair_bandwidth[ta, tb] = max(pair_bandwidth[ta, tb], link.bandwidth)
+    """The type-to-type links, over ``latency``/``bandwidth``, each type's best (see :class:`_Pairs`)."""
+    pair_latency, pair_bandwidth = instance.cluster.group_links(instance.cluster.type_index)
     with np.errstate(divide="ignore"):
-        return _Pairs(pair_latency, 1.0 / pair_bandwidth, latency, 1.0 / bandwidth)
+        inverse = 1.0 / np.nan_to_num(pair_bandwidth, nan=0.0)
+        return _Pairs(np.nan_to_num(pair_latency, nan=np.inf), inverse, latency, 1.0 / bandwidth)
 
 
 def dominators(instance: Instance) -> np.ndarray:
@@ -176,19 +170,9 @@ def dominators(instance: Instance) -> np.ndarray:
 
 def _links(instance: Instance) -> tuple[np.ndarray, np.ndarray]:
     """Per device type, the smallest latency and largest bandwidth of any link it can use."""
-    cluster = instance.cluster
-    types = len(cluster.type_names)
-    latency, bandwidth = np.full(types, np.inf), np.zeros(types)
-    per_host = np.bincount([d.host for d in cluster.devices], minlength=len(cluster.hosts))
-    for device in cluster.devices:
-        t = cluster.type_names.index(device.type)
-        usable = [cluster.hosts[device.host].intra_link] if per_host[device.host] > 1 else []
-        if len(cluster.hosts) > 1:
-            usable.append(cluster.inter_host_link)
-        for link in usable:
-            latency[t] = min(latency[t], link.latency)
-            bandwidth[t] = max(bandwidth[t], link.bandwidth)
-    return np.where(np.isfinite(latency), latency, 0.0), np.where(bandwidth > 0, bandwidth, np.inf)
+    latency, bandwidth = instance.cluster.group_links(instance.cluster.type_index)
+    latency, bandwidth = np.fmin.reduce(latency, axis=1), np.fmax.reduce(bandwidth, axis=1)
+    return np.nan_to_num(latency, nan=0.0), np.nan_to_num(bandwidth, nan=np.inf)
 
 
 class _Builder:

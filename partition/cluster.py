@@ -9,12 +9,14 @@ apart than non-consecutive ones — the order-based DP relies on this.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from .devices import Catalog, DeviceType, LinkType, bundled_catalog, parse_device_type, parse_link_type
 from .errors import ClusterError
@@ -70,6 +72,21 @@ class Cluster:
         """The link between devices ``a`` and ``b`` (indices into :attr:`devices`)."""
         host = self.devices[a].host
         return self.hosts[host].intra_link if host == self.devices[b].host else self.inter_host_link
+
+    def group_links(self, group_of: Sequence[int], *, slowest: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """``(latency[g, h], bandwidth[g, h])``: the fastest (or slowest) link from a device of
+        group ``g`` to another device of group ``h`` (``group_of[d]`` for each device), NaN where
+        there is no such pair. Solvers' lower estimates price links group by group."""
+        count = max(group_of) + 1
+        pick_latency, pick_bandwidth = (np.fmax, np.fmin) if slowest else (np.fmin, np.fmax)
+        latency, bandwidth = np.full((count, count), np.nan), np.full((count, count), np.nan)
+        for a, ga in enumerate(group_of):
+            for b, gb in enumerate(group_of):
+                if a != b:
+                    link = self.link(a, b)
+                    latency[ga, gb] = pick_latency(latency[ga, gb], link.latency)
+                    bandwidth[ga, gb] = pick_bandwidth(bandwidth[ga, gb], link.bandwidth)
+        return latency, bandwidth
 
     def memory(self, device: int) -> float:
         return self.device_types[self.devices[device].type].memory

@@ -542,17 +542,12 @@ def _links(instance: Instance, groups: _Groups, lattice: _Lattice, *, slowest: b
     device of group κ and another device of a group the stage can talk to, or the slowest."""
     cluster = instance.cluster
     count = len(groups.devices)
-    group_of = np.empty(len(cluster.devices), dtype=np.int64)
+    group_of = [0] * len(cluster.devices)
     for g, members in enumerate(groups.devices):
-        group_of[list(members)] = g
+        for d in members:
+            group_of[d] = g
     pick_latency, pick_bandwidth = (np.fmax, np.fmin) if slowest else (np.fmin, np.fmax)
-    latency, bandwidth = np.full((count, count), np.nan), np.full((count, count), np.nan)
-    for a in range(len(cluster.devices)):
-        for b in range(len(cluster.devices)):
-            if a != b:
-                ga, gb, link = group_of[a], group_of[b], cluster.link(a, b)
-                latency[ga, gb] = pick_latency(latency[ga, gb], link.latency)
-                bandwidth[ga, gb] = pick_bandwidth(bandwidth[ga, gb], link.bandwidth)
+    latency, bandwidth = cluster.group_links(group_of, slowest=slowest)
     counts = groups.counts
     shape = (count, lattice.size)
     charged = [np.zeros(shape), np.full(shape, np.inf), np.zeros(shape), np.full(shape, np.inf)]
@@ -619,13 +614,15 @@ class _DP:
         self.tables = _tables(instance, unit_of, ideals, self.arrays, clock)
         self.unit_of, self.frontiers = unit_of, frontiers
         self.pair_producer = np.repeat(self.arrays.producer, self.arrays.count)
+        self.pair_units = (unit_of[self.pair_producer], unit_of[self.arrays.flat])  # (producer, reader)
         self.full = len(ideals) - 1
         self.pairs = 0
         work = self.tables.work
         self.by_work = np.argsort(work[:, -1], kind="stable")  # window on the last weight vector
         self.sorted_work = work[self.by_work, -1]
         self.next_inputs: np.ndarray | None = None
-        self.spread = _spread_tensors(instance, self.arrays)
+        per_destination = instance.options.comm_mode is CommMode.PER_DESTINATION
+        self.spread = _spread_tensors(instance, self.arrays) if per_destination else []
         self.destinations: list[tuple[int, np.ndarray, np.ndarray]] = []
         self.set_level(_groups(instance, classes=False), 0)
 
@@ -670,7 +667,7 @@ class _DP:
         units = np.unique(self.unit_of[inside])
         if not len(a.producer):
             return units
-        producer, consumer = self.unit_of[self.pair_producer], self.unit_of[a.flat]
+        producer, consumer = self.pair_units
         feeding = inside[self.pair_producer] & inside[a.flat] & (producer != consumer)
         return np.setdiff1d(units, producer[feeding])
 
@@ -742,8 +739,7 @@ class _DP:
         feasible = ((t.unsupported[js] - t.unsupported[ideal])[:, self.groups.type_of] < 0.5) & (
             memory[:, None] <= self.memory[None, :] * (1 + _TOLERANCE)
         )
-        groups = self.groups.type_of
-        compute = np.where(feasible, (t.time[js] - t.time[ideal])[:, groups], np.inf)
+        compute = np.where(feasible, (t.time[js] - t.time[ideal])[:, self.groups.type_of], np.inf)
         return compute, np.column_stack([recv_c, recv_b, sent_c, sent_b, last_c, last_b, next_c, next_b])
 
     def run(
@@ -760,12 +756,7 @@ class _DP:
             tables.append(
                 (best, np.full(best.shape, -1, dtype=np.int64), np.full(best.shape, -1, dtype=np.int64))
             )
-        per_destination = self.instance.options.comm_mode is CommMode.PER_DESTINATION
-        self.destinations = (
-            [(x, chain, _fewest_destinations(interval, cap)) for x, chain, interval in self.spread]
-            if per_destination
-            else []
-        )
+        self.destinations = [(x, chain, _fewest_destinations(gaps, cap)) for x, chain, gaps in self.spread]
         vectors = lattice.vector_of(np.arange(lattice.states))
         work_limit = (_scaled(cap, self.room) * (1 + _TOLERANCE) + 1e-300)[:, vectors]
         next_limit = _scaled(cap, self.room_next)[:, vectors]
