@@ -57,6 +57,14 @@ charge at ``κ``'s best link when it pays its cuts, and in full when it only com
 exchanged whatever the stage holds). An op no op reads may end a stage alone, which hands
 nothing: then nothing is known at any later cut either.
 
+**Full stages.** Call a stage from ``I'`` to ``I`` *full* when ``I`` lies beyond the boundary
+after ``I'``'s segment (the case above in which it pays its cuts). Then every tensor crossing
+``I`` was made in that stage: one made in ``I'`` would cross ``I'`` as well, and by the edge
+property be read in ``I'``'s segment or by the dominator after it — both inside ``I``. So when
+the stage starting at ``I`` is full too, every crossing tensor of ``I`` goes from the one stage
+straight to the other, and both pay all of them over the ``σ → κ`` link (on one host type
+beside another, the inter-host link) — not only the handed ones.
+
 **Relaxed feasibility of a bottleneck ``B``.** ``reach_τ(I)`` is the furthest position ``J`` the
 test above admits (``end`` replaced by its suffix minimum, so the admissible ``J`` form a prefix
 and can be binary-searched), then made nondecreasing in ``I`` by a running maximum: an
@@ -66,9 +74,11 @@ furthest position reachable using at most ``c_τ`` stages of each type,
 with counts ``c``, then ``F(c) ≥ pos(J)`` by induction, because ``reach_τ`` is monotone and
 admits every real stage of time ``≤ B``. So if ``F(min(n, k)) < pos(V)`` after ``k`` rounds, no
 placement has bottleneck ``≤ B`` and ``B`` is a valid bound; the largest such ``B`` is found by
-bisection. With handed tensors the state also carries ``σ`` (the last stage's type) and ``ν``
-(the type the next stage is committed to), ``F(c + e_κ, κ, ν') = max_σ reach_σκν'(F(c, σ, κ))``,
-and the same induction holds; the cheaper relaxation without them is bisected first and
+bisection. With handed tensors the state also carries ``σ`` (the last stage's type), ``ν``
+(the type the next stage is committed to) and whether each of the two is full,
+``F(c + e_κ, κ, ν') = max_σ reach_σκν'(F(c, σ, κ))`` with the full or the partial reach, and
+the same induction holds; ``F(c)`` needs only the count vectors one stage smaller, so each is
+computed once, layer by layer. The cheaper relaxation without them is bisected first and
 brackets this one from below. Memory, colocation and exact stage counts are relaxed (dropping
 constraints only lowers the optimum). A chain graph has a dominator at every op, so on one host
 in a homogeneous cluster, or on hosts of one type each, this is the exact chain DP optimum.
@@ -93,13 +103,15 @@ _RELATIVE_GAP = 1e-6  # bisection stops when the bracket is this tight
 _OPTIMAL = 1e-7  # first probe just below ``upper``: proves it optimal when infeasible
 _NO_CHAIN = 0.5  # the broadcast relaxation is tried when one segment holds more of the ops
 _SAFETY = 1e-9  # the bound is shrunk by this much against rounding in the prefix sums
+_CLASS_STATES = 2_000_000  # DP states allowed when devices are counted per (type, host) class
 
 
 @dataclass(frozen=True)
 class _Positions:
     """Per position (rows, last = all ops placed) and device type (columns); ``handed`` (rows ×
     (count, bytes)): tensors that certainly go from the stage ending at the cut to the stage
-    starting there (``None``: nothing known)."""
+    starting there (``None``: nothing known); ``crossing`` (the same shape): the tensors that
+    ``send``/``recv`` price, as raw amounts."""
 
     end: np.ndarray
     start: np.ndarray
@@ -107,6 +119,7 @@ class _Positions:
     recv: np.ndarray
     threshold: np.ndarray
     handed: np.ndarray | None = None
+    crossing: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -248,9 +261,18 @@ class _Builder:
         return np.multiply.outer(count, self.latency) + np.divide.outer(size, self.bandwidth)
 
     def add(
-        self, end: np.ndarray, start: np.ndarray, comm: np.ndarray, threshold: np.ndarray, handed: np.ndarray
+        self,
+        end: np.ndarray,
+        start: np.ndarray,
+        amounts: np.ndarray,
+        threshold: np.ndarray,
+        handed: np.ndarray,
+        comm: np.ndarray | None = None,
     ) -> None:
-        self.rows.append((end, start, comm, threshold, handed))
+        """Rows of positions; ``amounts`` (count, bytes) of the crossing tensors, priced per type
+        unless ``comm`` gives the times."""
+        comm = self.comm(amounts[:, 1], amounts[:, 0]) if comm is None else comm
+        self.rows.append((end, start, comm, threshold, handed, amounts))
 
     def boundary_handed(self, b: int) -> np.ndarray:
         """(count, bytes) handed across the cut just before ``d_b``: the stage ending there
@@ -319,11 +341,11 @@ class _Builder:
         for c, op in zip(column[in_segment], consumer[in_segment], strict=True):
             missing[:, c] |= ~members[:, op - lo]
         crossing = inside & (missing | read_outside[None, :])
-        comm = self.comm(crossing.astype(float) @ self.size[local], crossing.sum(axis=1).astype(float))
-        comm[0] = self.comm(*self.crossing[b])
+        amounts = np.column_stack([crossing.sum(axis=1), crossing.astype(float) @ self.size[local]])
+        amounts[0] = self.crossing[b][::-1]
         threshold = np.full(len(ideals), first + len(ideals))
         threshold[0] = first
-        self.add(partial, partial, comm, threshold, self.ideal_handed(b, lo, hi, members))
+        self.add(partial, partial, amounts, threshold, self.ideal_handed(b, lo, hi, members))
 
     def relaxed(self, b: int, lo: int, hi: int, prefix: np.ndarray, first: int, reference: int) -> None:
         times = self.times[lo:hi]
@@ -349,12 +371,16 @@ class _Builder:
         skip = 1 if self.heads[lo] else 0
         extra = self.comm(size[skip:], count[skip:]).min(axis=0) if hi - lo > skip else 0.0 * self.latency
         interior = self.comm(self.size[always].sum(), float(len(always))) + extra
+        amounts = np.vstack(
+            [self.crossing[b][::-1], np.repeat([[len(always), self.size[always].sum()]], _CELLS, 0)]
+        )
         self.add(
             np.vstack([prefix[None, :], end]),
             np.vstack([prefix[None, :], start]),
-            np.vstack([self.comm(*self.crossing[b])[None, :], np.repeat(interior[None, :], _CELLS, axis=0)]),
+            amounts,
             np.array([first] + [first + 1 + _CELLS] * _CELLS),
             np.vstack([self.boundary_handed(b)[None, :], np.zeros((_CELLS, 2))]),
+            np.vstack([self.comm(*self.crossing[b])[None, :], np.repeat(interior[None, :], _CELLS, axis=0)]),
         )
 
 
@@ -410,14 +436,15 @@ def _positions(builder: _Builder, reference: int) -> tuple[_Positions, bool]:
         relaxed |= builder.segment_positions(b, prefix, first, reference)
         first += len(builder.rows[-1][0])
         prefix = prefix + builder.times[builder.bounds[b] : builder.bounds[b + 1]].sum(axis=0)
-    zero = np.zeros_like(prefix)
-    builder.add(prefix[None, :], prefix[None, :], zero[None, :], np.array([first]), np.zeros((1, 2)))
-    end, start, comm, threshold, handed = (np.concatenate(parts) for parts in zip(*builder.rows, strict=True))
+    builder.add(prefix[None, :], prefix[None, :], np.zeros((1, 2)), np.array([first]), np.zeros((1, 2)))
+    end, start, comm, threshold, handed, amounts = (
+        np.concatenate(parts) for parts in zip(*builder.rows, strict=True)
+    )
     send = comm.copy()
     send[-1] = 0.0
     recv = comm.copy()
     recv[0] = 0.0
-    return _Positions(end, start, send, recv, threshold, handed), relaxed
+    return _Positions(end, start, send, recv, threshold, handed, amounts), relaxed
 
 
 class _Relaxation:
@@ -442,21 +469,26 @@ class _Relaxation:
             self._pair_arrays()
 
     def _pair_arrays(self) -> None:
-        """Per (κ, ν) the suffix-minimal ends and per (σ, κ) the starts, as in :meth:`reach`,
-        with the handed tensors' links added (index ``T``: no stage before or after)."""
+        """Per (κ, ν, strong) the suffix-minimal ends and per (σ, κ, strong) the starts, as in
+        :meth:`reach`, with the handed tensors' links added (index ``T``: no stage before or
+        after); *strong* ones also price every crossing tensor over the σ → κ (κ → ν) link, which
+        holds between two full stages (see :meth:`_feasible_with_pairs`)."""
         p, pairs = self.positions, self.pairs
         types = p.end.shape[1]
-        handed = p.handed
+        handed, crossing = p.handed, p.crossing
         self.pair_full_end, self.pair_compute_end = {}, {}
         self.pair_full_start, self.pair_compute_start = {}, {}
         for k in range(types):
             for n in range(types + 1):
-                full = p.end[:, k] + p.send[:, k] + pairs.time(handed, k, n, less=k)
-                self.pair_full_end[k, n] = np.minimum.accumulate(full[::-1])[::-1]
+                weak = p.send[:, k] + pairs.time(handed, k, n, less=k)
+                for strong, send in enumerate((weak, np.maximum(weak, pairs.time(crossing, k, n)))):
+                    self.pair_full_end[k, n, strong] = np.minimum.accumulate((p.end[:, k] + send)[::-1])[::-1]
                 compute = p.end[:, k] + pairs.time(handed, k, n)
                 self.pair_compute_end[k, n] = np.minimum.accumulate(compute[::-1])[::-1]
             for s in range(types + 1):
-                self.pair_full_start[s, k] = p.start[:, k] - p.recv[:, k] - pairs.time(handed, s, k, less=k)
+                weak = p.recv[:, k] + pairs.time(handed, s, k, less=k)
+                for strong, recv in enumerate((weak, np.maximum(weak, pairs.time(crossing, s, k)))):
+                    self.pair_full_start[s, k, strong] = p.start[:, k] - recv
                 self.pair_compute_start[s, k] = p.start[:, k] - pairs.time(handed, s, k)
 
     def _combine(self, full: np.ndarray, compute: np.ndarray) -> np.ndarray:
@@ -473,25 +505,34 @@ class _Relaxation:
             reaches.append(self._combine(full, compute))
         return reaches
 
-    def pair_reach(self, bottleneck: float) -> dict[tuple[int, int], list[tuple[np.ndarray, list[int]]]]:
-        """Per (κ, ν): the reaches, as :meth:`reach`, of a stage of type κ before one of type ν,
-        each with the previous types σ it holds for (one per distinct link from σ)."""
+    def pair_reach(self, bottleneck: float) -> tuple[dict, dict]:
+        """The reaches of a stage of type κ before one of type ν, each with the previous types
+        σ it holds for (one per distinct link from σ): ``full[κ, ν, strong send, strong
+        receive]`` of a full stage (``-1`` where it cannot be one) and ``partial[κ, ν]`` of a
+        stage that is not (it ends by the boundary after its start, paying only compute), each
+        a running maximum as in :meth:`reach`."""
         types = self.positions.end.shape[1]
-        reaches: dict[tuple[int, int], list[tuple[np.ndarray, list[int]]]] = {}
+        threshold, here = self.positions.threshold, np.arange(self.last + 1)
+        full: dict[tuple[int, int, int, int], list[tuple[np.ndarray, list[int]]]] = {}
+        partial: dict[tuple[int, int], list[tuple[np.ndarray, list[int]]]] = {}
         for k, n in itertools.product(range(types), range(types + 1)):
             groups: dict[tuple | None, list[int]] = {}
             for s in range(types + 1):
                 groups.setdefault(self.pairs.link(s, k), []).append(s)
-            reaches[k, n] = []
+            partial[k, n] = []
+            for sends, receives in itertools.product((0, 1), (0, 1)):
+                full[k, n, sends, receives] = []
             for previous in groups.values():
-                full = self.pair_full_start[previous[0], k] + bottleneck
                 compute = self.pair_compute_start[previous[0], k] + bottleneck
-                reach = self._combine(
-                    np.searchsorted(self.pair_full_end[k, n], full, side="right") - 1,
-                    np.searchsorted(self.pair_compute_end[k, n], compute, side="right") - 1,
-                )
-                reaches[k, n].append((reach, previous))
-        return reaches
+                reach = np.searchsorted(self.pair_compute_end[k, n], compute, side="right") - 1
+                reach = np.maximum(np.minimum(reach, threshold), here)
+                partial[k, n].append((np.maximum.accumulate(reach), previous))
+                for sends, receives in itertools.product((0, 1), (0, 1)):
+                    start = self.pair_full_start[previous[0], k, receives] + bottleneck
+                    reach = np.searchsorted(self.pair_full_end[k, n, sends], start, side="right") - 1
+                    reach = np.where(reach > threshold, reach, -1)
+                    full[k, n, sends, receives].append((np.maximum.accumulate(reach), previous))
+        return full, partial
 
     def feasible(self, bottleneck: float) -> bool:
         if self.pairs is not None:
@@ -515,34 +556,69 @@ class _Relaxation:
         return False
 
     def _feasible_with_pairs(self, bottleneck: float) -> bool:
-        """``F(c, σ, ν)``: the furthest position reached with at most ``c_τ`` stages of each
-        type, the last of type σ, the next committed to ν; a stage of type κ extends the states
-        committed to κ: ``F(c + e_κ, κ, ν') ≥ max_σ reach_σκν'(F(c, σ, κ))``. Every state
+        """``F(c, σ, φ, ν, ψ)``: the furthest position reached with at most ``c_τ`` stages of
+        each type, the last of type σ, the next committed to type ν; ``φ``/``ψ`` say whether the
+        last/next stage is *full* (it ends beyond the boundary after its start, so it reads every
+        crossing tensor of its start and writes every one of its end). When the stage ending at
+        a cut ``I`` is full, every tensor crossing ``I`` was made in it (made before its start
+        ``I'``, the tensor would cross ``I'`` too and be read by the boundary op after ``I'``,
+        which is in ``I``: the edge property of the module docstring). So between two full
+        stages every crossing tensor goes over the link from the one to the other.
+
+        A stage of type κ extends the states committed to (κ, ψ): ``F(c + e_κ, κ, ψ, ν', ψ') ≥
+        max_{σ, φ} reach(F(c, σ, φ, κ, ψ))`` with the full reach, strong on receiving when
+        ``φ ∧ ψ`` and on sending when ``ψ ∧ ψ'``, when ``ψ``, else the partial one. Every state
         starts at position 0 (an over-estimate, as the running maxima are); a placement fits
-        when ``F(counts, σ, no next stage)`` reaches the end for some σ."""
-        reaches = self.pair_reach(bottleneck)
+        when ``F(counts, ·, ·, no next stage, ·)`` reaches the end."""
+        full, partial = self.pair_reach(bottleneck)
         types = len(self.counts)
-        furthest = np.zeros([c + 1 for c in self.counts] + [types + 1, types + 1], dtype=np.int64)
-        done = (*self.counts, slice(None), types)
-        for _ in range(self.stages):
-            grown = furthest.copy()
+        vectors, previous_of, layers = self._count_layers()
+        furthest = np.full((len(vectors), types + 1, 2, types + 1, 2), -1, dtype=np.int64)
+        furthest[0] = 0
+
+        def reached(reach: np.ndarray, position: np.ndarray) -> np.ndarray:
+            return np.where(position >= 0, reach[np.maximum(position, 0)], -1)
+
+        for layer in layers:
             for k in range(types):
-                if self.counts[k] == 0:
+                rows = layer[vectors[layer, k] > 0]
+                if not len(rows):
                     continue
-                later = [slice(None)] * types
-                earlier = [slice(None)] * types
-                later[k], earlier[k] = slice(1, None), slice(0, -1)
-                source = furthest[(*earlier, slice(None), k)]  # counts × σ
-                for n in range(types + 1):
-                    target = grown[(*later, k, n)]
-                    for reach, previous in reaches[k, n]:  # reach is monotone: one gather per group
-                        np.maximum(target, reach[source[..., previous].max(axis=-1)], out=target)
-            if (grown[done] >= self.last).any():
+                source = furthest[previous_of[k][rows], :, :, k, :]  # rows × σ × φ × ψ
+                for reach_of, last in ((partial, 0), (full, 1)):
+                    for n in range(types + 1):
+                        for following in (0, 1) if n < types else (0,):
+                            best = np.full(len(rows), -1, dtype=np.int64)
+                            for before in (0, 1) if last else (None,):
+                                reaches = reach_of[k, n, following, before] if last else reach_of[k, n]
+                                for reach, group in reaches:  # reach is monotone: one gather per group
+                                    if last:
+                                        position = source[:, group, before, 1].max(axis=1)
+                                    else:
+                                        position = source[..., 0][:, group, :].max(axis=(1, 2))
+                                    np.maximum(best, reached(reach, position), out=best)
+                            furthest[rows, k, last, n, following] = best
+            if (furthest[layer, :, :, types, :] >= self.last).any():
                 return True
-            if np.array_equal(grown, furthest):
-                return False
-            furthest = grown
         return False
+
+    def _count_layers(self) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
+        """The count vectors ``c`` with ``|c| ≤ k`` (rows, the zero vector first), each one's
+        row less one stage of each type (``previous_of[κ]``; -1 where ``c_κ = 0``), and the
+        rows by ``|c| = 1, …, k``: ``F(c)`` depends only on the layer before, so each is
+        computed once."""
+        grid = np.array(list(itertools.product(*(range(c + 1) for c in self.counts))), dtype=np.int64)
+        used = grid.sum(axis=1)
+        grid = grid[used <= self.stages]
+        used = grid.sum(axis=1)
+        compact = np.full([c + 1 for c in self.counts], -1, dtype=np.int64)
+        compact[tuple(grid.T)] = np.arange(len(grid))
+        previous_of = []
+        for k in range(len(self.counts)):
+            less = grid.copy()
+            less[:, k] -= 1
+            previous_of.append(np.where(less[:, k] >= 0, compact[tuple(np.maximum(less, 0).T)], -1))
+        return grid, previous_of, [np.flatnonzero(used == s) for s in range(1, self.stages + 1)]
 
 
 def _largest_segment(instance: Instance) -> int:
@@ -578,13 +654,47 @@ def _without_broadcasts(instance: Instance) -> Instance:
     return replace(instance, graph=replace(graph, tensors=tuple(tensors)))
 
 
+def _by_host(instance: Instance) -> Instance | None:
+    """The same problem with one device type per (type, host) class, when some type spans
+    several hosts and the DP over class counts stays within :data:`_CLASS_STATES`, else
+    ``None``. Devices of one class share their op times and links, so the optimum is the
+    same; the relaxation then knows how many devices each host has and which links join them
+    (a run of stages on one type must change host after as many stages as the host has)."""
+    cluster = instance.cluster
+    classes = list(dict.fromkeys((d.type, d.host) for d in cluster.devices))
+    if len(classes) == len(cluster.type_names):
+        return None
+    k = min(instance.options.stages, len(cluster.devices))
+    sizes = [min(sum(1 for d in cluster.devices if (d.type, d.host) == c), k) for c in classes]
+    vectors = np.ones(k + 1)  # count vectors by their sum, capped at k stages
+    for size in sizes:
+        vectors = np.convolve(vectors, np.ones(size + 1))[: k + 1]
+    grid = float(np.prod(np.array(sizes, dtype=float) + 1))  # the plain relaxation's table
+    if max(grid, vectors.sum() * (len(classes) + 1) ** 2 * 4) > _CLASS_STATES:
+        return None
+    names = [f"{kind}@{cluster.hosts[host].name}" for kind, host in classes]
+    name_of = dict(zip(classes, names, strict=True))
+    devices = tuple(replace(d, type=name_of[d.type, d.host]) for d in cluster.devices)
+    device_types = {name_of[c]: replace(cluster.device_types[c[0]], name=name_of[c]) for c in classes}
+    split = replace(cluster, devices=devices, device_types=device_types)
+    columns = [cluster.type_names.index(kind) for kind, _ in classes]
+    costs = replace(
+        instance.costs,
+        type_names=split.type_names,
+        times=instance.costs.times[:, columns],
+        provenance=instance.costs.provenance[:, columns],
+    )
+    return replace(instance, cluster=split, costs=costs)
+
+
 def chain_lower_bound(
     instance: Instance, upper: float | None = None, *, deadline: float | None = None
 ) -> float:
     """The largest bottleneck the relaxation proves infeasible (0 when none is found).
 
-    Each device type in turn (fastest first) measures the large segments, while time remains;
-    every choice gives a valid bound, so the largest is kept. ``upper`` (a known bottleneck)
+    Devices are counted per (type, host) class when that table is small (:func:`_by_host`),
+    else per type. Each device type in turn (fastest first) measures the large segments, while
+    time remains; every choice gives a valid bound, so the largest is kept. ``upper`` (a known bottleneck)
     brackets the bisection; ``deadline`` (``time.perf_counter`` seconds) stops early — every
     infeasible value met so far is already a valid bound.
     """
@@ -592,10 +702,13 @@ def chain_lower_bound(
         relaxed = _without_broadcasts(instance)  # the relaxation also drops some communication
         if _largest_segment(relaxed) < _largest_segment(instance):
             instance = relaxed
+    instance = _by_host(instance) or instance
     builder = _Builder(instance)
     pairs = None if instance.options.overlap else _pairs(instance, builder.latency, builder.bandwidth)
     best = 0.0
-    for reference in np.argsort(builder.times.sum(axis=0), kind="stable"):
+    totals = builder.times.sum(axis=0)
+    _, distinct = np.unique(totals, return_index=True)  # one reference per type, not per class
+    for reference in distinct[np.argsort(totals[distinct], kind="stable")]:
         positions, relaxed = _positions(builder, int(reference))
         # the relaxation without the handed tensors' links is far cheaper: its value brackets
         # the bisection of the one with them from below
