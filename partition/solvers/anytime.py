@@ -61,6 +61,7 @@ from ..coarsen import Coarsening, coarsen_exact, module_groups, sibling_groups
 from ..graph import keyed_topological_order
 from ..instance import Instance
 from ..placement import Placement, Status
+from ._devices import host_orders, host_ranking, host_sequence, neighbour_hosts, used_hosts
 from ._scoring import Scorer, TensorArrays
 from .base import Capabilities, Outcome, Scope, Settings, Solver
 from .chain_round import rounded_placement
@@ -373,23 +374,6 @@ def _decode(keys: np.ndarray, preds: list[list[int]], succs: list[list[int]]) ->
     return np.asarray(order, dtype=np.int64)
 
 
-def _host_ranking(instance: Instance) -> list[list[int]]:
-    """Hosts (as device lists, fastest type first), fastest host first, for this model."""
-    cluster = instance.cluster
-    totals = np.where(np.isfinite(instance.costs.times), instance.costs.times, 0).sum(axis=0)
-    hosts: list[list[int]] = [[] for _ in cluster.hosts]
-    for d, device in enumerate(cluster.devices):
-        hosts[device.host].append(d)
-    for devices in hosts:
-        devices.sort(key=lambda d: (totals[cluster.type_index[d]], d))
-    hosts = [h for h in hosts if h]
-    return sorted(hosts, key=lambda h: (totals[cluster.type_index[h[0]]], h[0]))
-
-
-def _sequence(hosts: list[list[int]], k: int) -> list[int]:
-    return [d for host in hosts for d in host][:k]
-
-
 class _Search:
     """State of one anytime run: levels, incumbent, deadline, progress."""
 
@@ -423,7 +407,7 @@ class _Search:
         self.best: tuple[float, float] = (np.inf, np.inf)
         self.best_placement: Placement | None = None  # on the fine level
         self.best_order: np.ndarray | None = None  # coarse-level order
-        self.best_hosts: list[list[int]] = _host_ranking(instance)
+        self.best_hosts: list[list[int]] = host_ranking(instance)
         self.evaluations = 0
 
     def remaining(self) -> float:
@@ -464,7 +448,7 @@ class _Search:
         """Split a coarse order on the coarse level; score it exactly; offer its expansion."""
         placement = _best_split(
             _Splitter(self.coarse.instance, order, self.coarse_tensors),
-            _sequence(hosts, self.k),
+            host_sequence(hosts, self.k),
             self.bound,
             self.dp_budget() if thorough else _DP_CELLS,
         )
@@ -488,38 +472,11 @@ class _Search:
         fine_order = self.coarse.expand_order(order)
         fine = self.fine.instance
         splitter = _Splitter(fine, fine_order, self.fine_tensors)
-        self.offer_fine(_best_split(splitter, _sequence(hosts, self.k), self.bound, self.dp_budget()))
+        self.offer_fine(_best_split(splitter, host_sequence(hosts, self.k), self.bound, self.dp_budget()))
         n, devices = len(fine_order), len(fine.cluster.devices)
         if n * n * self.k * devices <= _POLISH_WORK and self.remaining() > 0:
             placement, _ = split_order(fine, fine_order)
             self.offer_fine(placement)
-
-
-def _used_hosts(hosts: list[list[int]], k: int) -> int:
-    """How many of ``hosts`` (in order) the first ``k`` devices span."""
-    return int(np.searchsorted(np.cumsum([len(h) for h in hosts]), k) + 1) if k > 0 else 0
-
-
-def _host_orders(hosts: list[list[int]], k: int) -> list[list[list[int]]]:
-    """Starting host orders: the used hosts fastest first, slowest first, fastest last, interleaved."""
-    used = min(_used_hosts(hosts, k), len(hosts))
-    chosen, rest = hosts[:used], hosts[used:]
-    variants = [chosen, chosen[::-1], chosen[1:] + chosen[:1], chosen[::2] + chosen[1::2]]
-    unique = []
-    for variant in variants:
-        if variant not in unique:
-            unique.append(variant)
-    return [variant + rest for variant in unique]
-
-
-def _neighbour_hosts(hosts: list[list[int]], used: int, rng: np.random.Generator) -> list[list[int]]:
-    """Swap two used hosts, or a used host with an unused one."""
-    hosts = list(hosts)
-    a, b = (int(x) for x in rng.choice(len(hosts), size=2, replace=False))
-    if a >= used and b >= used:
-        a = int(rng.integers(used))
-    hosts[a], hosts[b] = hosts[b], hosts[a]
-    return hosts
 
 
 class Anytime(Solver):
@@ -539,7 +496,7 @@ class Anytime(Solver):
             succs[u].append(v)
             preds[v].append(u)
         natural = np.arange(len(coarse.graph.ops))
-        for variant in _host_orders(search.best_hosts, search.k):
+        for variant in host_orders(search.best_hosts, search.k):
             if search.best_placement is not None and search.remaining() <= 0:
                 break
             search.try_coarse(natural, variant, polish=True)
@@ -608,9 +565,9 @@ class Anytime(Solver):
             elites = [population[i] for i in ranked[:elite]]
             elite_scores = [scores[i] for i in ranked[:elite]]
             children, child_scores = list(elites), list(elite_scores)
-            used_hosts = min(_used_hosts(search.best_hosts, search.k), len(search.best_hosts))
+            used = min(used_hosts(search.best_hosts, search.k), len(search.best_hosts))
             if len(search.best_hosts) > 1 and search.best_order is not None:
-                candidate = _neighbour_hosts(search.best_hosts, used_hosts, rng)
+                candidate = neighbour_hosts(search.best_hosts, used, rng)
                 search.try_coarse(search.best_order, candidate)
             while len(children) < size and search.remaining() > 0:
                 if len(children) >= size - 2:

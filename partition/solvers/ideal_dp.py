@@ -51,7 +51,9 @@ evaluating assignments of (type, host) classes of the groups' types, the DP's ow
 :mod:`._devices`; capped at :data:`_DEVICE_CHOICES`), which picks the hosts with the cheapest
 true communication. A third pass charges the *slowest* links instead (no bound, but its
 placement often evaluates better when links differ), and the placements of the order DP and
-the balanced-time and uniform baselines are candidates too: the best evaluated one is returned.
+the balanced-time and uniform baselines are candidates too, with the best split of the ideals
+over host orders (:mod:`.ideal_split`, run on these tables before the first level, whose cap
+it tightens): the best evaluated one is returned.
 
 **Speed.** Ideals are enumerated once as bitsets and their prefix sums (time per type, weights,
 bytes leaving the ideal, weighted work) computed with array kernels; each stage ``(I, J)`` is
@@ -80,6 +82,7 @@ from ..placement import Evaluation, Placement, Status
 from ._devices import device_classes, device_sequences
 from .base import Capabilities, Outcome, Scope, Settings, Solver
 from .baselines import BalancedTime, Uniform
+from .ideal_split import sequence_split
 from .order_dp import split_order
 
 IDEAL_LIMIT = 200_000
@@ -88,6 +91,7 @@ IDEAL_LIMIT = 200_000
 _LEVEL_GROWTH = 0.75
 _STATE_BUDGET = 6_000_000  # ideals × DP states: three float tables of this size per track
 _DEVICE_CHOICES = 2_000
+_SEQUENCE_SHARE = 0.15  # of the time left for the ideal split over host orders (.ideal_split)
 _TOLERANCE = 1e-9
 _CHUNK = 8192
 _LEADING_ZEROS = np.array([8 - b.bit_length() for b in range(256)], dtype=np.int64)
@@ -637,7 +641,7 @@ class _DP:
         self.memory = memory[groups.type_of]
         self.room, self.room_next = _rooms(instance, groups, self.lattice, _work_weights(instance))
 
-    def _candidates(self, ideal: int, cap: float, rest_limit: np.ndarray) -> np.ndarray:
+    def candidates(self, ideal: int, cap: float, rest_limit: np.ndarray) -> np.ndarray:
         """Strict supersets ``J`` whose stage could fit under ``cap`` and leave coverable work.
 
         A stage on type τ has ``Σ_v t_τ(v) ≤ cap``, so its weighted work is at most ``cap``
@@ -688,7 +692,7 @@ class _DP:
         count, size = count.min(axis=1), size.min(axis=1)
         return np.where(np.isfinite(count), count, 0.0), np.where(np.isfinite(size), size, 0.0)
 
-    def _stage_parts(self, ideal: int, js: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def stage_parts(self, ideal: int, js: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For stages ``js[j] \\ ideal``: compute time on each type (inf where the stage does not
         fit or has an op the type cannot run), and the (count, bytes) of tensors received and
         sent, as columns ``[recv count, recv bytes, sent count, sent bytes, last count, last
@@ -771,11 +775,11 @@ class _DP:
             live = np.logical_or.reduce(lives)
             if not live.any():
                 continue
-            js = self._candidates(ideal, cap, next_limit[:, live].max(axis=1))
+            js = self.candidates(ideal, cap, next_limit[:, live].max(axis=1))
             if not len(js):
                 continue
             self.pairs += len(js)
-            compute, traffic = self._stage_parts(ideal, js)
+            compute, traffic = self.stage_parts(ideal, js)
             for (combine, links), (best, parent, parent_state), mine in zip(
                 tracks, tables, lives, strict=True
             ):
@@ -924,6 +928,11 @@ class IdealDP(Solver):
             dp = _DP(instance, unit_of, ideals, frontiers, _Clock(settings, "ideal-dp tables", deadline))
         except _OutOfTime as stop:
             return self._out_of_time(best, stop)
+        if best is not None:  # a tighter cap for every level: fewer candidate stages
+            share = time.perf_counter() + _SEQUENCE_SHARE * (deadline - time.perf_counter())
+            k = min(instance.options.stages, len(instance.cluster.devices))
+            found = sequence_split(dp, best[2].bottleneck, k, share, settings.seed, best[1].devices)
+            best = _better(best, None if found is None else ("ideal split over host orders", *found))
         value, proven, stopped, previous = -np.inf, None, None, None
         for groups, track in _levels(instance, len(ideals)):
             dp.set_level(groups, track)
