@@ -33,8 +33,9 @@ linear order (segment by segment; nested cuts never go backwards):
   (``X`` the segment's work on ``r``; ``L_τ`` is increasing). Segments in between are charged
   exactly. The crossing tensors of such a cut are at least the tensors from ``d_b`` to
   ``d_{b+1}`` (``d_b ∈ P``, ``d_{b+1} ∉ P``) plus, for some op ``w ∉ P`` whose segment
-  predecessors are all in ``P``, ``w``'s inputs from the segment: the cheapest such ``w`` is
-  charged.
+  predecessors are all in ``P``, ``w``'s inputs from the segment (the cheapest such ``w`` is
+  charged) or, when more, one tensor per *branch* ``P`` must have started to hold ``x_g`` of
+  work (an MoE layer's experts; :meth:`_Builder.touched_branches`).
 
 Each position gets, per type, ``end_τ`` and ``start_τ`` such that a stage on ``τ`` from cut
 ``I`` to cut ``J`` computes at least ``end_τ(J) − start_τ(I)``, and ``recv_τ(I)``/``send_τ(J)``,
@@ -99,7 +100,7 @@ _SMALL_IDEAL_LIMIT = 256  # ... or with more than this once the exact positions 
 _POSITION_BUDGET = 100_000  # this many (every probe of the bisection searches them all)
 _EXACT_OPS = 60  # ideals are bitsets of one machine word's worth of ops
 _CELLS = 64
-_RELATIVE_GAP = 1e-6  # bisection stops when the bracket is this tight
+_RELATIVE_GAP = 1e-5  # bisection stops when the bracket is this tight
 _OPTIMAL = 1e-7  # first probe just below ``upper``: proves it optimal when infeasible
 _NO_CHAIN = 0.5  # the broadcast relaxation is tried when one segment holds more of the ops
 _SAFETY = 1e-9  # the bound is shrunk by this much against rounding in the prefix sums
@@ -111,7 +112,8 @@ class _Positions:
     """Per position (rows, last = all ops placed) and device type (columns); ``handed`` (rows ×
     (count, bytes)): tensors that certainly go from the stage ending at the cut to the stage
     starting there (``None``: nothing known); ``crossing`` (the same shape): the tensors that
-    ``send``/``recv`` price, as raw amounts."""
+    ``send``/``recv`` price, as raw amounts; ``cell``: rows that stand for several cuts (a
+    stage may start and end in one)."""
 
     end: np.ndarray
     start: np.ndarray
@@ -120,6 +122,7 @@ class _Positions:
     threshold: np.ndarray
     handed: np.ndarray | None = None
     crossing: np.ndarray | None = None
+    cell: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -268,11 +271,13 @@ class _Builder:
         threshold: np.ndarray,
         handed: np.ndarray,
         comm: np.ndarray | None = None,
+        cell: np.ndarray | None = None,
     ) -> None:
         """Rows of positions; ``amounts`` (count, bytes) of the crossing tensors, priced per type
-        unless ``comm`` gives the times."""
+        unless ``comm`` gives the times; ``cell``: which rows are cells of a relaxed segment."""
         comm = self.comm(amounts[:, 1], amounts[:, 0]) if comm is None else comm
-        self.rows.append((end, start, comm, threshold, handed, amounts))
+        cell = np.zeros(len(end), dtype=bool) if cell is None else cell
+        self.rows.append((end, start, comm, threshold, handed, amounts, cell))
 
     def boundary_handed(self, b: int) -> np.ndarray:
         """(count, bytes) handed across the cut just before ``d_b``: the stage ending there
@@ -370,9 +375,12 @@ class _Builder:
         count = np.bincount(readers[inner] - lo, minlength=hi - lo).astype(float)
         skip = 1 if self.heads[lo] else 0
         extra = self.comm(size[skip:], count[skip:]).min(axis=0) if hi - lo > skip else 0.0 * self.latency
-        interior = self.comm(self.size[always].sum(), float(len(always))) + extra
+        touched = self.touched_branches(b, lo, hi, times[:, reference], cuts)  # cells × (count, bytes)
+        interior = self.comm(self.size[always].sum(), float(len(always)))[None, :] + np.maximum(
+            extra[None, :], self.comm(touched[:, 1], touched[:, 0])
+        )
         amounts = np.vstack(
-            [self.crossing[b][::-1], np.repeat([[len(always), self.size[always].sum()]], _CELLS, 0)]
+            [self.crossing[b][::-1], np.array([len(always), self.size[always].sum()]) + touched]
         )
         self.add(
             np.vstack([prefix[None, :], end]),
@@ -380,8 +388,67 @@ class _Builder:
             amounts,
             np.array([first] + [first + 1 + _CELLS] * _CELLS),
             np.vstack([self.boundary_handed(b)[None, :], np.zeros((_CELLS, 2))]),
-            np.vstack([self.comm(*self.crossing[b])[None, :], np.repeat(interior[None, :], _CELLS, axis=0)]),
+            np.vstack([self.comm(*self.crossing[b])[None, :], interior]),
+            np.arange(_CELLS + 1) > 0,
         )
+
+    def touched_branches(self, b: int, lo: int, hi: int, work: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+        """Per cell, (count, bytes) of tensors certainly crossing a cut in it, one per *branch*
+        the cut's ideal ``P`` touches (zero when none is certain).
+
+        The branches hang off the segment's op ``J`` with the most inputs from the segment (an
+        MoE layer's combine, its experts the branches): ``B(s)`` for each of ``J``'s
+        predecessors ``s`` is ``s`` and the ops whose paths to ``J``'s predecessors all lead to
+        ``s``. They are disjoint, and every op of ``B(s)`` has a path inside ``B(s)`` to ``s``
+        and on to ``J``; so while ``J ∉ P`` (certain in a cell below the work of ``J`` and its
+        ancestors), every branch ``P`` meets has an edge leaving ``P`` from one of its ops: a
+        crossing tensor of its own. ``P``'s work is at most the ops outside branches plus the
+        branches it meets, so to reach a cell's lower end ``x_g`` it meets at least as many as
+        the heaviest branches need; each costs at least its smallest tensor."""
+        none = np.zeros((len(cuts) - 1, 2))
+        pairs = self.pairs_by_segment[b]
+        inner = self.pair_op[pairs] < hi
+        source = self.producer[self.pair_tensor[pairs][inner]] - lo
+        target = self.pair_op[pairs][inner] - lo
+        if not len(target):
+            return none
+        join = int(np.bincount(target, minlength=hi - lo).argmax())
+        feeding = np.unique(source[target == join])
+        if len(feeding) < 3:
+            return none
+        successors: list[list[int]] = [[] for _ in range(hi - lo)]
+        predecessors: list[list[int]] = [[] for _ in range(hi - lo)]
+        for u, v in set(zip(source.tolist(), target.tolist(), strict=True)):
+            predecessors[v].append(u)
+            if v != join:
+                successors[u].append(v)
+        label = np.full(hi - lo, -1, dtype=np.int64)  # the one predecessor of J reached, -2: several
+        label[feeding] = feeding
+        for u in range(hi - lo - 1, -1, -1):  # ops are in topological order
+            reached = {int(label[v]) for v in successors[u]} - {-1}
+            if label[u] >= 0:
+                reached.add(int(label[u]))
+            label[u] = -2 if -2 in reached or len(reached) > 1 else (reached.pop() if reached else -1)
+        branch = label >= 0
+        weights = np.bincount(label[branch], work[branch], minlength=hi - lo)[feeding]
+        smallest = np.full(hi - lo, np.inf)  # per branch, its least tensor read by some op
+        made = self.by_segment[b]
+        mine = branch[self.producer[made] - lo]
+        np.minimum.at(smallest, label[self.producer[made[mine]] - lo], self.size[made[mine]])
+        least = np.sort(np.where(np.isfinite(smallest[feeding]), smallest[feeding], 0.0))
+        others = float(work[~branch].sum())
+        ancestors = np.zeros(hi - lo, dtype=bool)  # of J, by the predecessors' transitive closure
+        ancestors[join] = True
+        for u in range(join, -1, -1):
+            if ancestors[u]:
+                ancestors[predecessors[u]] = True
+        heaviest = np.cumsum(np.sort(weights)[::-1])
+        needed = cuts[:-1] - others - _SAFETY * max(float(cuts[-1]), 1e-300)
+        count = np.where(needed > 0, np.searchsorted(heaviest, needed, side="left") + 1, 0)
+        count = np.minimum(count, len(feeding))
+        count[cuts[1:] > work[ancestors].sum()] = 0  # J may be in P: nothing certain
+        bytes_ = np.concatenate([[0.0], np.cumsum(least)])[count]
+        return np.column_stack([count.astype(float), bytes_])
 
 
 def _least_work(reference: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -437,14 +504,14 @@ def _positions(builder: _Builder, reference: int) -> tuple[_Positions, bool]:
         first += len(builder.rows[-1][0])
         prefix = prefix + builder.times[builder.bounds[b] : builder.bounds[b + 1]].sum(axis=0)
     builder.add(prefix[None, :], prefix[None, :], np.zeros((1, 2)), np.array([first]), np.zeros((1, 2)))
-    end, start, comm, threshold, handed, amounts = (
+    end, start, comm, threshold, handed, amounts, cell = (
         np.concatenate(parts) for parts in zip(*builder.rows, strict=True)
     )
     send = comm.copy()
     send[-1] = 0.0
     recv = comm.copy()
     recv[0] = 0.0
-    return _Positions(end, start, send, recv, threshold, handed, amounts), relaxed
+    return _Positions(end, start, send, recv, threshold, handed, amounts, cell), relaxed
 
 
 class _Relaxation:
@@ -510,28 +577,39 @@ class _Relaxation:
         σ it holds for (one per distinct link from σ): ``full[κ, ν, strong send, strong
         receive]`` of a full stage (``-1`` where it cannot be one) and ``partial[κ, ν]`` of a
         stage that is not (it ends by the boundary after its start, paying only compute), each
-        a running maximum as in :meth:`reach`."""
+        a running maximum as in :meth:`reach`. A stage holds an op, so it ends at a later
+        position, or in the same one when that is a cell: no empty stage changes ``σ``."""
         types = self.positions.end.shape[1]
         threshold, here = self.positions.threshold, np.arange(self.last + 1)
         full: dict[tuple[int, int, int, int], list[tuple[np.ndarray, list[int]]]] = {}
         partial: dict[tuple[int, int], list[tuple[np.ndarray, list[int]]]] = {}
-        for k, n in itertools.product(range(types), range(types + 1)):
+        for k in range(types):
             groups: dict[tuple | None, list[int]] = {}
             for s in range(types + 1):
                 groups.setdefault(self.pairs.link(s, k), []).append(s)
-            partial[k, n] = []
-            for sends, receives in itertools.product((0, 1), (0, 1)):
-                full[k, n, sends, receives] = []
-            for previous in groups.values():
-                compute = self.pair_compute_start[previous[0], k] + bottleneck
-                reach = np.searchsorted(self.pair_compute_end[k, n], compute, side="right") - 1
-                reach = np.maximum(np.minimum(reach, threshold), here)
-                partial[k, n].append((np.maximum.accumulate(reach), previous))
+            computed: dict[tuple | None, int] = {}  # next types with the same link share reaches
+            for n in range(types + 1):
+                same = computed.setdefault(self.pairs.link(k, n), n)
+                if same != n:
+                    partial[k, n] = partial[k, same]
+                    for sends, receives in itertools.product((0, 1), (0, 1)):
+                        full[k, n, sends, receives] = full[k, same, sends, receives]
+                    continue
+                partial[k, n] = []
                 for sends, receives in itertools.product((0, 1), (0, 1)):
-                    start = self.pair_full_start[previous[0], k, receives] + bottleneck
-                    reach = np.searchsorted(self.pair_full_end[k, n, sends], start, side="right") - 1
-                    reach = np.where(reach > threshold, reach, -1)
-                    full[k, n, sends, receives].append((np.maximum.accumulate(reach), previous))
+                    full[k, n, sends, receives] = []
+                for previous in groups.values():
+                    compute = self.pair_compute_start[previous[0], k] + bottleneck
+                    reach = np.minimum(
+                        np.searchsorted(self.pair_compute_end[k, n], compute, "right") - 1, threshold
+                    )
+                    reach = np.where(reach > here, reach, np.where(self.positions.cell, here, -1))
+                    partial[k, n].append((np.maximum.accumulate(reach), previous))
+                    for sends, receives in itertools.product((0, 1), (0, 1)):
+                        start = self.pair_full_start[previous[0], k, receives] + bottleneck
+                        reach = np.searchsorted(self.pair_full_end[k, n, sends], start, side="right") - 1
+                        reach = np.where(reach > threshold, reach, -1)
+                        full[k, n, sends, receives].append((np.maximum.accumulate(reach), previous))
         return full, partial
 
     def feasible(self, bottleneck: float) -> bool:

@@ -20,14 +20,15 @@ def _round(instance: partition.Instance) -> tuple[partition.Placement | None, fl
     return rounded_placement(instance, scorer, time.perf_counter() + 20)
 
 
-# (graph, hosts × devices of hetero_cluster, k, largest gap to the chain bound measured + slack)
+# (graph, hosts × devices of hetero_cluster, k, largest gap to the chain bound measured + slack;
+# the bound is bisected to 1e-5)
 @pytest.mark.parametrize(
     ("graph", "hosts", "per_host", "stages", "gap"),
     [
         (lambda: synthetic.decoder_graph(layers=8), 3, 4, 8, 0.12),  # ideal-dp's best: 3.7092 ms
         (lambda: synthetic.decoder_graph(layers=6), 3, 8, 12, 0.06),  # ideal-dp's best: 2.1410 ms
-        (lambda: synthetic.moe_graph(layers=3, experts=16), 3, 4, 8, 1e-6),
-        (lambda: synthetic.moe_graph(layers=4, experts=32), 6, 4, 16, 1e-6),
+        (lambda: synthetic.moe_graph(layers=3, experts=16), 3, 4, 8, 2e-5),
+        (lambda: synthetic.moe_graph(layers=4, experts=32), 6, 4, 16, 2e-5),
     ],
 )
 def test_rounding_is_valid_and_near_the_bound(graph, hosts, per_host, stages, gap) -> None:
