@@ -210,3 +210,14 @@ def test_refuses_too_many_ideals_and_honours_the_time_limit(monkeypatch) -> None
     hurried = partition.solve(instance, "ideal-dp", time_limit=1e-9)
     assert hurried.placement is not None and hurried.status is partition.Status.FEASIBLE
     assert "time limit reached" in hurried.notes[0]
+
+
+def test_the_tie_break_keeps_the_first_pass_destination_counts() -> None:
+    # A tensor read by a chain of ops is charged for the fewest stages that hold its readers
+    # under the cap; the tie-break pass runs under a lower cap (the DP value) and, counting
+    # more destinations, lost every chain of the first pass (an IndexError in the trace).
+    instance = _instance(TWO_HOSTS, 156, 5, 3, 0.3, True, True, "per-destination")
+    dp = partition.solve(instance, "ideal-dp")
+    exact = partition.solve(instance, "brute-force")
+    assert dp.evaluation.valid
+    assert dp.lower_bound <= exact.bottleneck * (1 + RELATIVE) <= dp.bottleneck * (1 + RELATIVE) ** 2

@@ -747,10 +747,13 @@ class _DP:
         return compute, np.column_stack([recv_c, recv_b, sent_c, sent_b, last_c, last_b, next_c, next_b])
 
     def run(
-        self, cap: float, clock: _Clock, tracks: list[tuple]
+        self, cap: float, clock: _Clock, tracks: list[tuple], spread_cap: float | None = None
     ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """For each track ``(combine, links)``: ``F[ideal, state]`` with every stage ``≤ cap``,
-        and back-pointers (ideal, state). Tracks share the candidates and stage parts of each ideal."""
+        and back-pointers (ideal, state). Tracks share the candidates and stage parts of each ideal.
+        The fewest destinations of a tensor read along a chain assume stages of at most
+        ``spread_cap`` (default ``cap``): a second pass under a lower cap keeps the first's
+        stage costs, so it finds at least the first pass's chain."""
         t, lattice = self.tables, self.lattice
         count = len(t.work)
         tables = []
@@ -760,7 +763,10 @@ class _DP:
             tables.append(
                 (best, np.full(best.shape, -1, dtype=np.int64), np.full(best.shape, -1, dtype=np.int64))
             )
-        self.destinations = [(x, chain, _fewest_destinations(gaps, cap)) for x, chain, gaps in self.spread]
+        spread_cap = cap if spread_cap is None else spread_cap
+        self.destinations = [
+            (x, chain, _fewest_destinations(gaps, spread_cap)) for x, chain, gaps in self.spread
+        ]
         vectors = lattice.vector_of(np.arange(lattice.states))
         work_limit = (_scaled(cap, self.room) * (1 + _TOLERANCE) + 1e-300)[:, vectors]
         next_limit = _scaled(cap, self.room_next)[:, vectors]
@@ -1006,7 +1012,7 @@ class IdealDP(Solver):
         try:  # tie-break by the sum of stage times, then fewer stages
             clock = _Clock(settings, "ideal-dp pass 2", deadline)
             tie_cap = value * (1 + _TOLERANCE) + 1e-300
-            ((sums, parent, parent_state),) = dp.run(tie_cap, clock, [(np.add, floor)])
+            ((sums, parent, parent_state),) = dp.run(tie_cap, clock, [(np.add, floor)], spread_cap=cap)
             used = dp.lattice.used[dp.lattice.vector_of(finals)]
             state = int(min(zip(finals, used, strict=True), key=lambda f: (sums[dp.full, f[0]], f[1]))[0])
         except _OutOfTime:
