@@ -32,10 +32,13 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 # The standard subset (instances/standard.txt: 32 instances over all 7 clusters) with every
-# registered solver; sized for < 20 minutes on 2 cores. Writes bench-results/summary.md.
+# registered solver, then the large-graph cases (bench/scale.py: the 110k-op MoE at k = 64 and
+# the 7B decoder at k = 8, 16, 32, one process each); sized for < 20 minutes on 2 cores.
+# Writes bench-results/summary.md and bench-results/scale.txt.
 BENCH_TIME_LIMIT ?= 10
 bench: $(STAMP)
 	$(BIN)/partition bench @instances/standard.txt --time-limit $(BENCH_TIME_LIMIT) --jobs 2 -o bench-results --force
+	$(BIN)/python bench/scale.py | tee bench-results/scale.txt
 
 clean:
 	rm -rf $(VENV) demo-placement.json bench-results

@@ -634,8 +634,8 @@ class _Relaxation:
         return False
 
     def _feasible_with_pairs(self, bottleneck: float) -> bool:
-        """``F(c, σ, φ, ν, ψ)``: the furthest position reached with at most ``c_τ`` stages of
-        each type, the last of type σ, the next committed to type ν; ``φ``/``ψ`` say whether the
+        """``F(c, σ, φ, ν, ψ)``: the furthest position reached with ``c_τ`` stages of each type
+        (none empty), the last of type σ, the next committed to type ν; ``φ``/``ψ`` say whether the
         last/next stage is *full* (it ends beyond the boundary after its start, so it reads every
         crossing tensor of its start and writes every one of its end). When the stage ending at
         a cut ``I`` is full, every tensor crossing ``I`` was made in it (made before its start
@@ -645,9 +645,9 @@ class _Relaxation:
 
         A stage of type κ extends the states committed to (κ, ψ): ``F(c + e_κ, κ, ψ, ν', ψ') ≥
         max_{σ, φ} reach(F(c, σ, φ, κ, ψ))`` with the full reach, strong on receiving when
-        ``φ ∧ ψ`` and on sending when ``ψ ∧ ψ'``, when ``ψ``, else the partial one. Every state
-        starts at position 0 (an over-estimate, as the running maxima are); a placement fits
-        when ``F(counts, ·, ·, no next stage, ·)`` reaches the end."""
+        ``φ ∧ ψ`` and on sending when ``ψ ∧ ψ'``, when ``ψ``, else the partial one. With no
+        stage yet every σ, φ, ν, ψ starts at position 0 (an over-estimate, as the running maxima
+        are); a placement fits when some ``F(c, ·, ·, no next stage, ·)`` reaches the end."""
         full, partial = self.pair_reach(bottleneck)
         types = len(self.counts)
         vectors, previous_of, layers = self._count_layers()

