@@ -119,3 +119,18 @@ def test_anytime_respects_device_memory() -> None:
     assert result.evaluation is not None and result.evaluation.valid
     assert all(s.memory <= 12e9 for s in result.evaluation.stages)
     assert result.bottleneck >= exhaustive_optimum(instance) * (1 - 1e-9)
+
+
+def test_stops_when_the_chain_bound_meets_the_first_splits() -> None:
+    # A small decoder over an MI300X and an H100 host: the first splits are optimal, the
+    # dominator-chain bound (tried before the order search on small graphs) proves it, and
+    # neither the genetic search nor the polish runs.
+    instance = partition.build_instance(
+        synthetic.decoder_graph(layers=4), synthetic.hetero_cluster(2, 2), partition.Options(stages=4)
+    )
+    messages: list[str] = []
+    result = partition.solve(instance, "anytime", time_limit=20, progress=messages.append)
+    assert result.status is partition.Status.OPTIMAL
+    assert any("chain bound met" in m for m in messages)
+    assert not any("generation" in m or m.startswith("lns:") for m in messages)
+    assert any(note.endswith("bound = dominator-chain relaxation") for note in result.notes)
