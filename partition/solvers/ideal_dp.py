@@ -752,8 +752,8 @@ class _DP:
         """For each track ``(combine, links)``: ``F[ideal, state]`` with every stage ``≤ cap``,
         and back-pointers (ideal, state). Tracks share the candidates and stage parts of each ideal.
         The fewest destinations of a tensor read along a chain assume stages of at most
-        ``spread_cap`` (default ``cap``): a second pass under a lower cap keeps the first's
-        stage costs, so it finds at least the first pass's chain."""
+        ``spread_cap`` (default ``cap``): under a lower cap and the first pass's
+        ``spread_cap``, a second pass keeps the first's stage costs, so it finds its chain."""
         t, lattice = self.tables, self.lattice
         count = len(t.work)
         tables = []
@@ -1012,9 +1012,18 @@ class IdealDP(Solver):
         try:  # tie-break by the sum of stage times, then fewer stages
             clock = _Clock(settings, "ideal-dp pass 2", deadline)
             tie_cap = value * (1 + _TOLERANCE) + 1e-300
-            ((sums, parent, parent_state),) = dp.run(tie_cap, clock, [(np.add, floor)], spread_cap=cap)
-            used = dp.lattice.used[dp.lattice.vector_of(finals)]
-            state = int(min(zip(finals, used, strict=True), key=lambda f: (sums[dp.full, f[0]], f[1]))[0])
+            # stages of at most the DP value hold fewer readers of a chain-read tensor each, so
+            # the estimate charges it more destinations; when that leaves no chain under the
+            # value, the first pass's destination counts keep its chains
+            for spread_cap in (tie_cap, cap):
+                ((sums, tie_parent, tie_state),) = dp.run(tie_cap, clock, [(np.add, floor)], spread_cap)
+                if np.isfinite(sums[dp.full, finals]).any():
+                    parent, parent_state = tie_parent, tie_state
+                    used = dp.lattice.used[dp.lattice.vector_of(finals)]
+                    state = int(
+                        min(zip(finals, used, strict=True), key=lambda f: (sums[dp.full, f[0]], f[1]))[0]
+                    )
+                    break
         except _OutOfTime:
             pass
         return value, _better(_placed(instance, dp, parent, parent_state, state, "ideal-dp"), best)
