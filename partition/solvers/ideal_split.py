@@ -52,8 +52,10 @@ class IdealSplitter:
         self.cluster = instance.cluster
         starts, ends, computes, traffics = [], [], [], []
         rest = np.full(dp.tables.work.shape[1], np.inf)
+        self.complete = True  # every ideal's candidates scored before the deadline
         for ideal in range(dp.full):
             if time.perf_counter() > deadline:
+                self.complete = False
                 break
             js = dp.candidates(ideal, cap, rest)
             if not len(js):
@@ -64,7 +66,6 @@ class IdealSplitter:
             ends.append(js[fits])
             computes.append(compute[fits])
             traffics.append(traffic[fits, :4])
-        self.complete = ideal == dp.full - 1 and time.perf_counter() <= deadline
         join = lambda parts, shape: np.concatenate(parts) if parts else np.zeros(shape)  # noqa: E731
         end = join(ends, 0).astype(np.int64)
         order = np.argsort(end, kind="stable")
