@@ -70,16 +70,16 @@ beside another, the inter-host link) — not only the handed ones.
 test above admits (``end`` replaced by its suffix minimum, so the admissible ``J`` form a prefix
 and can be binary-searched), then made nondecreasing in ``I`` by a running maximum: an
 over-estimate of how far one stage can go from any cut at or before ``I``. With ``F(c)`` the
-furthest position reachable using at most ``c_τ`` stages of each type,
-``F(c) = max(F(c − e_τ) reach_τ)`` — if the true placement's first stages reach cut ``J``
+furthest position reachable using ``c_τ`` stages of each type, ``F(0) = 0`` and
+``F(c) = max_τ reach_τ(F(c − e_τ))`` — if the true placement's first stages reach cut ``J``
 with counts ``c``, then ``F(c) ≥ pos(J)`` by induction, because ``reach_τ`` is monotone and
-admits every real stage of time ``≤ B``. So if ``F(min(n, k)) < pos(V)`` after ``k`` rounds, no
-placement has bottleneck ``≤ B`` and ``B`` is a valid bound; the largest such ``B`` is found by
-bisection. With handed tensors the state also carries ``σ`` (the last stage's type), ``ν``
-(the type the next stage is committed to) and whether each of the two is full,
+admits every real stage of time ``≤ B``. ``F(c)`` needs only the count vectors one stage
+smaller, so each is computed once, layer by layer (``|c| = 1, …, k``). So if no ``F(c)``
+reaches ``pos(V)``, no placement has bottleneck ``≤ B`` and ``B`` is a valid bound; the largest
+such ``B`` is found by bisection. With handed tensors the state also carries ``σ`` (the last
+stage's type), ``ν`` (the type the next stage is committed to) and whether each of the two is full,
 ``F(c + e_κ, κ, ν') = max_σ reach_σκν'(F(c, σ, κ))`` with the full or the partial reach, and
-the same induction holds; ``F(c)`` needs only the count vectors one stage smaller, so each is
-computed once, layer by layer. The cheaper relaxation without them is bisected first and
+the same induction holds. The cheaper relaxation without them is bisected first and
 brackets this one from below. Memory, colocation and exact stage counts are relaxed (dropping
 constraints only lowers the optimum). A chain graph has a dominator at every op, so on one host
 in a homogeneous cluster, or on hosts of one type each, this is the exact chain DP optimum.
@@ -616,21 +616,14 @@ class _Relaxation:
         if self.pairs is not None:
             return self._feasible_with_pairs(bottleneck)
         reaches = self.reach(bottleneck)
-        furthest = np.zeros([c + 1 for c in self.counts], dtype=np.int64)
-        for _ in range(self.stages):
-            grown = furthest.copy()
+        vectors, previous_of, layers = self._count_layers()
+        furthest = np.zeros(len(vectors), dtype=np.int64)
+        for layer in layers:
             for t, reach in enumerate(reaches):
-                if self.counts[t] == 0:
-                    continue
-                later = [slice(None)] * len(self.counts)
-                earlier = [slice(None)] * len(self.counts)
-                later[t], earlier[t] = slice(1, None), slice(0, -1)
-                np.maximum(grown[tuple(later)], reach[furthest[tuple(earlier)]], out=grown[tuple(later)])
-            if grown[self.counts] >= self.last:
+                rows = layer[vectors[layer, t] > 0]
+                furthest[rows] = np.maximum(furthest[rows], reach[furthest[previous_of[t][rows]]])
+            if (furthest[layer] >= self.last).any():
                 return True
-            if np.array_equal(grown, furthest):
-                return False
-            furthest = grown
         return False
 
     def _feasible_with_pairs(self, bottleneck: float) -> bool:
@@ -739,11 +732,11 @@ def _by_host(instance: Instance) -> Instance | None:
     same; the relaxation then knows how many devices each host has and which links join them
     (a run of stages on one type must change host after as many stages as the host has)."""
     cluster = instance.cluster
-    classes = list(dict.fromkeys((d.type, d.host) for d in cluster.devices))
-    if len(classes) == len(cluster.type_names):
+    if len(cluster.classes) == len(cluster.type_names):
         return None
+    classes = [(cluster.devices[m[0]].type, cluster.devices[m[0]].host) for m in cluster.classes]
     k = min(instance.options.stages, len(cluster.devices))
-    sizes = [min(sum(1 for d in cluster.devices if (d.type, d.host) == c), k) for c in classes]
+    sizes = [min(len(members), k) for members in cluster.classes]
     vectors = np.ones(k + 1)  # count vectors by their sum, capped at k stages
     for size in sizes:
         vectors = np.convolve(vectors, np.ones(size + 1))[: k + 1]

@@ -68,6 +68,15 @@ class Cluster:
     def type_counts(self) -> tuple[int, ...]:
         return tuple(self.type_index.count(t) for t in range(len(self.type_names)))
 
+    @cached_property
+    def classes(self) -> tuple[tuple[int, ...], ...]:
+        """Device indices grouped by (type, host), in order of first appearance: devices of one
+        class have the same op times, memory and links, so solvers need only one of them."""
+        groups: dict[tuple[str, int], list[int]] = {}
+        for d, device in enumerate(self.devices):
+            groups.setdefault((device.type, device.host), []).append(d)
+        return tuple(tuple(members) for members in groups.values())
+
     def link(self, a: int, b: int) -> LinkType:
         """The link between devices ``a`` and ``b`` (indices into :attr:`devices`)."""
         host = self.devices[a].host

@@ -3,7 +3,8 @@
 Two devices of the same type on the same host are indistinguishable to the formulation: they
 have the same op times and memory, and every link depends only on the two hosts involved. So
 a search over device sequences only needs one representative per sequence of *(type, host)
-classes*; each class hands out its devices in cluster order.
+classes* (:attr:`partition.cluster.Cluster.classes`); each class hands out its devices in
+cluster order.
 
 The heuristics search device sequences as *host orders*: hosts visited one after another, each
 lending its devices fastest type first, so consecutive stages share a host's fast link and only
@@ -16,16 +17,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from ..cluster import Cluster
 from ..instance import Instance
-
-
-def device_classes(cluster: Cluster) -> tuple[tuple[int, ...], ...]:
-    """Device indices grouped by (type, host), in order of first appearance."""
-    groups: dict[tuple[str, int], list[int]] = {}
-    for d, device in enumerate(cluster.devices):
-        groups.setdefault((device.type, device.host), []).append(d)
-    return tuple(tuple(members) for members in groups.values())
 
 
 def device_sequences(

@@ -139,13 +139,15 @@ class StageModelData:
 
 
 def device_classes(cluster: Cluster) -> tuple[DeviceClass, ...]:
-    """The cluster's devices grouped into classes (one per type and host), in device order."""
-    members: dict[tuple[int, int], list[int]] = {}
-    for d, device in enumerate(cluster.devices):
-        members.setdefault((cluster.type_index[d], device.host), []).append(d)
+    """The cluster's (type, host) classes with their type column, host and memory."""
     return tuple(
-        DeviceClass(column, host, tuple(devices), cluster.memory(devices[0]))
-        for (column, host), devices in members.items()
+        DeviceClass(
+            cluster.type_index[members[0]],
+            cluster.devices[members[0]].host,
+            members,
+            cluster.memory(members[0]),
+        )
+        for members in cluster.classes
     )
 
 

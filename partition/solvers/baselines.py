@@ -27,7 +27,6 @@ import numpy as np
 from ..evaluator import evaluate
 from ..instance import Instance
 from ..placement import Placement, Status
-from ._devices import device_classes
 from .base import Capabilities, Outcome, Scope, Settings, Solver
 
 _BISECTIONS = 100
@@ -140,7 +139,7 @@ class SingleDevice(Solver):
             )
         stage_of = (0,) * len(instance.graph.ops)
         best: tuple[float, Placement] | None = None
-        for members in device_classes(instance.cluster):  # devices of one class are interchangeable
+        for members in instance.cluster.classes:  # devices of one class are interchangeable
             placement = Placement(stage_of, (members[0],))
             evaluation = evaluate(instance, placement)
             if evaluation.valid and (best is None or evaluation.bottleneck < best[0]):

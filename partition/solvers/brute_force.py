@@ -27,7 +27,7 @@ import numpy as np
 from ..evaluator import evaluate
 from ..instance import Instance
 from ..placement import Placement, Status
-from ._devices import device_classes, device_sequences
+from ._devices import device_sequences
 from .base import Capabilities, Outcome, Scope, Settings, Solver
 
 MAX_OPS = 10
@@ -82,7 +82,7 @@ class BruteForce(Solver):
         n = len(graph.ops)
         k = min(options.stages, n, len(cluster.devices))
         stages = range(options.stages, options.stages + 1) if options.exact_stages else range(1, k + 1)
-        classes = device_classes(cluster)
+        classes = cluster.classes
         sequences = {m: list(device_sequences(classes, [range(len(classes))] * m)) for m in stages if m <= k}
         type_of = np.array(cluster.type_index)
         chains = []

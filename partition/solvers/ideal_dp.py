@@ -79,7 +79,7 @@ from ..errors import SolverError
 from ..evaluator import evaluate
 from ..instance import CommMode, Instance
 from ..placement import Evaluation, Placement, Status
-from ._devices import device_classes, device_sequences
+from ._devices import device_sequences
 from .base import Capabilities, Outcome, Scope, Settings, Solver
 from .baselines import BalancedTime, Uniform
 from .ideal_split import sequence_split
@@ -389,7 +389,7 @@ class _Groups:
 def _groups(instance: Instance, classes: bool) -> _Groups:
     cluster = instance.cluster
     if classes:
-        members = device_classes(cluster)
+        members = cluster.classes
     else:
         members = tuple(
             tuple(d for d in range(len(cluster.devices)) if cluster.type_index[d] == t)
@@ -876,7 +876,7 @@ def _choose_devices(
     """Best evaluated concrete devices for stages of the given device groups: every sequence of
     classes of the groups' types, those within the groups first (the DP's own choice)."""
     cluster = instance.cluster
-    classes = device_classes(cluster)
+    classes = cluster.classes
     allowed = []
     for members in groups:
         same_type = [
