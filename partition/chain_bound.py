@@ -26,16 +26,20 @@ linear order (segment by segment; nested cuts never go backwards):
 - a large segment contributes its boundary (``P = ∅``) and ``G`` cells of its work on a
   reference type ``r`` (each type in turn, fastest first, while time remains; every choice
   gives a valid bound and the largest is kept): a cut ``P ≠ ∅`` with ``x = Σ_{v∈P} t_r(v)`` in
-  ``[x_g, x_{g+1})`` maps to cell ``g``. With ``L_τ(x)`` the least time on type ``τ`` of any
-  *fractional* set of the segment's ops worth ``x`` on ``r`` (a fractional knapsack: ops by
-  increasing ``t_τ/t_r``; ``L_r(x) = x``), a stage of type ``τ`` ending at ``P`` computes at
-  least ``L_τ(x_g)`` of the segment and one starting there at least ``L_τ(X − x_{g+1})``
-  (``X`` the segment's work on ``r``; ``L_τ`` is increasing). Segments in between are charged
-  exactly. The crossing tensors of such a cut are at least the tensors from ``d_b`` to
-  ``d_{b+1}`` (``d_b ∈ P``, ``d_{b+1} ∉ P``) plus, for some op ``w ∉ P`` whose segment
-  predecessors are all in ``P``, ``w``'s inputs from the segment (the cheapest such ``w`` is
-  charged) or, when more, one tensor per *branch* ``P`` must have started to hold ``x_g`` of
-  work (an MoE layer's experts; :meth:`_Builder.touched_branches`).
+  ``[x_g, x_{g+1})`` maps to cell ``g``. With ``L_τ(x)`` the least time on type ``τ`` of an
+  ideal of the segment worth ``x`` on ``r``, relaxed to a fractional knapsack over *groups*
+  (each branch below, every other op alone: ``P`` meets a group in an ideal of the group, so
+  its time is at least the sum of each group's lower convex hull of (work, time) over its
+  ideals, taken in increasing slope; ``L_r(x) = x``), a stage of type ``τ`` ending at ``P``
+  computes at least ``L_τ(x_g)`` of the segment, and one starting there at least ``U_τ(X −
+  x_{g+1})``, the same over up-sets (``X`` the segment's work on ``r``; both increasing). The
+  groups keep an expert's cheap element-wise ops, nearly as fast on an A100 as on an MI300X,
+  from standing in for its matmuls. Segments in between are charged exactly. The crossing
+  tensors of such a cut are at least the tensors from ``d_b`` to ``d_{b+1}`` (``d_b ∈ P``,
+  ``d_{b+1} ∉ P``) plus, for some op ``w ∉ P`` whose segment predecessors are all in ``P``,
+  ``w``'s inputs from the segment (the cheapest such ``w`` is charged) or, when more, one
+  tensor per *branch* ``P`` must have started to hold ``x_g`` of work (an MoE layer's
+  experts; :meth:`_Builder.touched_branches`).
 
 Each position gets, per type, ``end_τ`` and ``start_τ`` such that a stage on ``τ`` from cut
 ``I`` to cut ``J`` computes at least ``end_τ(J) − start_τ(I)``, and ``recv_τ(I)``/``send_τ(J)``,
@@ -44,7 +48,11 @@ the time of ``I``'s/``J``'s crossing tensors over the best link a device of type
 communication modes). When ``I`` is a segment boundary, or ``J`` lies beyond the boundary after
 ``I``'s segment (position > ``thr(I)``), the stage reads every crossing tensor of ``I`` and
 writes every crossing tensor of ``J`` (by the edge property above), so its time is at least
-``end_τ(J) + send_τ(J) − start_τ(I) + recv_τ(I)``; otherwise at least its compute. With
+``end_τ(J) + send_τ(J) − start_τ(I) + recv_τ(I)``; otherwise at least its compute, and, from
+a cell of a segment with branches, also what it certainly exchanges: ending in a cell it
+sends a tensor per branch it touches (it holds at least ``x_j − x_{i+1}`` of work and the join
+is not in its end's ideal), ending at the boundary it holds the join and receives a tensor
+from each branch its start's ideal touched (:meth:`_Builder.inner_stages`). With
 ``--overlap`` communication is dropped (``max(compute, comm) ≥ compute``).
 
 **Handed tensors.** The stage ending at a cut ``I`` is a non-empty up-set of ``I``, so it holds
@@ -105,6 +113,7 @@ _OPTIMAL = 1e-7  # first probe just below ``upper``: proves it optimal when infe
 _NO_CHAIN = 0.5  # the broadcast relaxation is tried when one segment holds more of the ops
 _SAFETY = 1e-9  # the bound is shrunk by this much against rounding in the prefix sums
 _CLASS_STATES = 2_000_000  # DP states allowed when devices are counted per (type, host) class
+_GROUP_IDEALS = 256  # a branch with more ideals of its own is relaxed op by op
 
 
 @dataclass(frozen=True)
@@ -113,7 +122,10 @@ class _Positions:
     (count, bytes)): tensors that certainly go from the stage ending at the cut to the stage
     starting there (``None``: nothing known); ``crossing`` (the same shape): the tensors that
     ``send``/``recv`` price, as raw amounts; ``cell``: rows that stand for several cuts (a
-    stage may start and end in one)."""
+    stage may start and end in one); ``inner``: per relaxed segment with branches, the row of
+    its first cell, what a stage from cell ``i`` to cell ``j`` certainly sends (segments × i ×
+    j × types) and what one from cell ``i`` to the boundary after certainly receives
+    (segments × i × types), see :meth:`_Builder.inner_stages`."""
 
     end: np.ndarray
     start: np.ndarray
@@ -123,6 +135,23 @@ class _Positions:
     handed: np.ndarray | None = None
     crossing: np.ndarray | None = None
     cell: np.ndarray | None = None
+    inner: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class _Branches:
+    """A segment's *branches*, in local op indices: ``join`` is the op with the most inputs from
+    the segment (an MoE layer's combine); ``B(s)``, for each of its predecessors ``s`` in
+    ``feeding``, is ``s`` and the ops whose paths to the join's predecessors all lead to ``s``
+    (``label[u] = s``; -1 for ops in no branch). The branches are disjoint, and every op of
+    ``B(s)`` has a path inside ``B(s)`` to ``s`` and on to the join. ``ancestors``: the join and
+    its ancestors; ``predecessors``: each op's predecessors in the segment."""
+
+    join: int
+    feeding: np.ndarray
+    label: np.ndarray
+    ancestors: np.ndarray
+    predecessors: list[list[int]]
 
 
 @dataclass(frozen=True)
@@ -240,6 +269,9 @@ class _Builder:
         self.rows: list[tuple[np.ndarray, ...]] = []
         self.ideals: dict[int, list[int] | None] = {}
         self.exact_positions = 0
+        self.hull_cache: dict[tuple, tuple] = {}
+        self.branches: dict[int, _Branches | None] = {}
+        self.cell_stages: list[tuple[int, np.ndarray, np.ndarray]] = []
 
     def segment_ideals(self, b: int) -> list[int] | None:
         """Segment ``b``'s ideals (see :func:`_ideals`), or ``None`` when it is relaxed to cells;
@@ -356,10 +388,12 @@ class _Builder:
         times = self.times[lo:hi]
         totals = times.sum(axis=0)
         cuts = np.linspace(0.0, totals[reference], _CELLS + 1)
-        least = [_least_work(times[:, reference], times[:, t]) for t in range(times.shape[1])]
+        least, least_rest = self.work_curves(b, lo, hi, reference)
         end = prefix[None, :] + np.column_stack([np.interp(cuts[:-1], xs, ys) for xs, ys in least])
         rest = cuts[-1] - cuts[1:]
-        start = (prefix + totals)[None, :] - np.column_stack([np.interp(rest, xs, ys) for xs, ys in least])
+        start = (prefix + totals)[None, :] - np.column_stack(
+            [np.interp(rest, xs, ys) for xs, ys in least_rest]
+        )
         local = self.by_segment[b]
         always = (
             local[(self.producer[local] == lo) & (self.last_reader[local] >= hi)]
@@ -376,8 +410,10 @@ class _Builder:
         skip = 1 if self.heads[lo] else 0
         extra = self.comm(size[skip:], count[skip:]).min(axis=0) if hi - lo > skip else 0.0 * self.latency
         touched = self.touched_branches(b, lo, hi, times[:, reference], cuts)  # cells × (count, bytes)
+        branches = self.branch_comm(b, lo, hi, reference, cuts[:-1], cuts[1:])  # cells × types
+        self.inner_stages(b, lo, hi, times[:, reference], cuts, first, branches)
         interior = self.comm(self.size[always].sum(), float(len(always)))[None, :] + np.maximum(
-            extra[None, :], self.comm(touched[:, 1], touched[:, 0])
+            extra[None, :], branches
         )
         amounts = np.vstack(
             [self.crossing[b][::-1], np.array([len(always), self.size[always].sum()]) + touched]
@@ -392,30 +428,24 @@ class _Builder:
             np.arange(_CELLS + 1) > 0,
         )
 
-    def touched_branches(self, b: int, lo: int, hi: int, work: np.ndarray, cuts: np.ndarray) -> np.ndarray:
-        """Per cell, (count, bytes) of tensors certainly crossing a cut in it, one per *branch*
-        the cut's ideal ``P`` touches (zero when none is certain).
+    def segment_branches(self, b: int, lo: int, hi: int) -> _Branches | None:
+        """The branches of segment ``b`` (see :class:`_Branches`), or ``None`` when its join has
+        fewer than three predecessors in the segment; found once per segment."""
+        if b not in self.branches:
+            self.branches[b] = self._find_branches(b, lo, hi)
+        return self.branches[b]
 
-        The branches hang off the segment's op ``J`` with the most inputs from the segment (an
-        MoE layer's combine, its experts the branches): ``B(s)`` for each of ``J``'s
-        predecessors ``s`` is ``s`` and the ops whose paths to ``J``'s predecessors all lead to
-        ``s``. They are disjoint, and every op of ``B(s)`` has a path inside ``B(s)`` to ``s``
-        and on to ``J``; so while ``J ∉ P`` (certain in a cell below the work of ``J`` and its
-        ancestors), every branch ``P`` meets has an edge leaving ``P`` from one of its ops: a
-        crossing tensor of its own. ``P``'s work is at most the ops outside branches plus the
-        branches it meets, so to reach a cell's lower end ``x_g`` it meets at least as many as
-        the heaviest branches need; each costs at least its smallest tensor."""
-        none = np.zeros((len(cuts) - 1, 2))
+    def _find_branches(self, b: int, lo: int, hi: int) -> _Branches | None:
         pairs = self.pairs_by_segment[b]
         inner = self.pair_op[pairs] < hi
         source = self.producer[self.pair_tensor[pairs][inner]] - lo
         target = self.pair_op[pairs][inner] - lo
         if not len(target):
-            return none
+            return None
         join = int(np.bincount(target, minlength=hi - lo).argmax())
         feeding = np.unique(source[target == join])
         if len(feeding) < 3:
-            return none
+            return None
         successors: list[list[int]] = [[] for _ in range(hi - lo)]
         predecessors: list[list[int]] = [[] for _ in range(hi - lo)]
         for u, v in set(zip(source.tolist(), target.tolist(), strict=True)):
@@ -429,6 +459,38 @@ class _Builder:
             if label[u] >= 0:
                 reached.add(int(label[u]))
             label[u] = -2 if -2 in reached or len(reached) > 1 else (reached.pop() if reached else -1)
+        ancestors = np.zeros(hi - lo, dtype=bool)  # of J, by the predecessors' transitive closure
+        ancestors[join] = True
+        for u in range(join, -1, -1):
+            if ancestors[u]:
+                ancestors[predecessors[u]] = True
+        return _Branches(join, feeding, np.where(label >= 0, label, -1), ancestors, predecessors)
+
+    def touched_branches(self, b: int, lo: int, hi: int, work: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+        """Per cell, (count, bytes) of tensors certainly crossing a cut in it, one per *branch*
+        the cut's ideal ``P`` touches (zero when none is certain): :meth:`branch_tensors` of
+        the sets holding the cells' lower ends."""
+        return self.branch_tensors(b, lo, hi, work, cuts[:-1], cuts[1:])
+
+    def branch_tensors(
+        self, b: int, lo: int, hi: int, work: np.ndarray, held: np.ndarray, upper: np.ndarray
+    ) -> np.ndarray:
+        """(count, bytes) of the tensors certainly sent out of a set ``S`` of the segment's ops
+        holding at least ``held`` of ``work`` and lying in an ideal worth at most ``upper``
+        (arrays of one shape; zero when nothing is certain), one per branch ``S`` touches.
+
+        While the join is outside the ideal (certain when ``upper`` is below the work of the
+        join and its ancestors, or when they are the whole segment), every branch ``S`` meets
+        has an edge leaving the ideal from an op of ``S`` (its path to the join leaves the
+        ideal after that op): a tensor of its own.
+        ``S``'s work is at most the ops outside branches plus the branches it meets, so to hold
+        ``held`` it meets at least as many as the heaviest branches need; each costs at least
+        its smallest tensor."""
+        shape = (*np.shape(held), 2)
+        found = self.segment_branches(b, lo, hi)
+        if found is None:
+            return np.zeros(shape)
+        label, feeding = found.label, found.feeding
         branch = label >= 0
         weights = np.bincount(label[branch], work[branch], minlength=hi - lo)[feeding]
         smallest = np.full(hi - lo, np.inf)  # per branch, its least tensor read by some op
@@ -437,27 +499,243 @@ class _Builder:
         np.minimum.at(smallest, label[self.producer[made[mine]] - lo], self.size[made[mine]])
         least = np.sort(np.where(np.isfinite(smallest[feeding]), smallest[feeding], 0.0))
         others = float(work[~branch].sum())
-        ancestors = np.zeros(hi - lo, dtype=bool)  # of J, by the predecessors' transitive closure
-        ancestors[join] = True
-        for u in range(join, -1, -1):
-            if ancestors[u]:
-                ancestors[predecessors[u]] = True
         heaviest = np.cumsum(np.sort(weights)[::-1])
-        needed = cuts[:-1] - others - _SAFETY * max(float(cuts[-1]), 1e-300)
+        needed = held - others - _SAFETY * max(float(work.sum()), 1e-300)
         count = np.where(needed > 0, np.searchsorted(heaviest, needed, side="left") + 1, 0)
         count = np.minimum(count, len(feeding))
-        count[cuts[1:] > work[ancestors].sum()] = 0  # J may be in P: nothing certain
+        if not found.ancestors.all():  # else an ideal with the join is the whole segment: no cell
+            count[upper > work[found.ancestors].sum()] = 0  # the join may be in it: nothing certain
         bytes_ = np.concatenate([[0.0], np.cumsum(least)])[count]
-        return np.column_stack([count.astype(float), bytes_])
+        return np.stack([count.astype(float), bytes_], axis=-1).reshape(shape)
+
+    def branch_comm(
+        self, b: int, lo: int, hi: int, reference: int, held: np.ndarray, upper: np.ndarray
+    ) -> np.ndarray:
+        """Per type (last axis), the least time, over the type's best link, of the tensors the
+        branches' parts in an ideal ``P`` send out, when ``P`` holds at least ``held`` of the
+        segment's work on ``reference`` and at most ``upper`` (zero when the join may be in
+        ``P``); at least :meth:`touched_branches`' one tensor per branch.
+
+        ``P`` meets each branch ``B`` in an ideal ``D`` of ``B``; the tensors made in ``D`` and
+        read in ``B \\ D``, by the join or outside the segment certainly cross (the join is
+        not in ``P``), and tensors of distinct branches are distinct. Relaxed to fractions, the
+        least total for work ``W`` takes, in increasing slope, the segments of each branch's
+        lower convex hull of (work, time) over its ideals (:meth:`comm_curves`). An MoE
+        expert's cheapest part to hold, up to its gated product, still sends one tensor for
+        two thirds of the expert's work, not a whole expert's."""
+        found = self.segment_branches(b, lo, hi)
+        times = self.times[lo:hi]
+        if found is None:
+            return np.zeros((*np.shape(held), times.shape[1]))
+        work = times[:, reference]
+        need = np.maximum(held - float(work[found.label < 0].sum()) - _SAFETY * float(work.sum()), 0.0)
+        hulls = np.stack(
+            [np.interp(need, xs, ys) for xs, ys in self.comm_curves(b, lo, hi, reference)], axis=-1
+        )
+        counted = self.branch_tensors(b, lo, hi, work, held, upper)
+        least = self.comm(counted[..., 1], counted[..., 0])
+        if not found.ancestors.all():
+            hulls[upper > work[found.ancestors].sum()] = 0.0
+        return np.maximum(hulls, least)
+
+    def comm_curves(self, b: int, lo: int, hi: int, reference: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per type, breakpoints ``(work, time)`` of the least communication of the branches'
+        parts in an ideal (see :meth:`branch_comm`); a branch with more than
+        :data:`_GROUP_IDEALS` ideals counts its least tensor spread over its work."""
+        found = self.segment_branches(b, lo, hi)
+        times = self.times[lo:hi]
+        pairs = self.pairs_by_segment[b]
+        tensors, readers = self.pair_tensor[pairs], self.pair_op[pairs] - lo
+        pieces: list[list[tuple[np.ndarray, np.ndarray]]] = []
+        for head in found.feeding:
+            members = np.flatnonzero(found.label == head)
+            position = np.full(hi - lo, -1, dtype=np.int64)
+            position[members] = np.arange(len(members))
+            mine = np.flatnonzero(position[self.producer[tensors] - lo] >= 0)  # tensors made in the branch
+            outputs: dict[int, list] = {}  # tensor → [producer position, bytes, readers mask, read beyond]
+            for t, r in zip(tensors[mine].tolist(), readers[mine].tolist(), strict=True):
+                entry = outputs.setdefault(
+                    t, [int(position[self.producer[t] - lo]), float(self.size[t]), 0, False]
+                )
+                if 0 <= r < hi - lo and position[r] >= 0:
+                    entry[2] |= 1 << int(position[r])
+                elif r == found.join or not 0 <= r < hi - lo:
+                    entry[3] = True  # read by the join or beyond the segment: outside the ideal
+            masks = tuple(
+                sum(1 << int(position[u]) for u in found.predecessors[int(v)] if position[u] >= 0)
+                for v in members
+            )
+            shape = tuple(tuple(entry) for entry in sorted(outputs.values()))
+            key = ("comm", masks, shape, times[members].tobytes(), reference)
+            if key not in self.hull_cache:
+                self.hull_cache[key] = self._branch_comm_hull(masks, shape, times[members], reference)
+            pieces.append(self.hull_cache[key])
+        curves = []
+        for t in range(times.shape[1]):
+            dx = np.concatenate([piece[t][0] for piece in pieces])
+            dy = np.concatenate([piece[t][1] for piece in pieces])
+            order = np.argsort(dy / dx, kind="stable")
+            curves.append(
+                (np.concatenate([[0.0], np.cumsum(dx[order])]), np.concatenate([[0.0], np.cumsum(dy[order])]))
+            )
+        return curves
+
+    def _branch_comm_hull(
+        self, masks: tuple[int, ...], outputs: tuple, times: np.ndarray, reference: int
+    ) -> list:
+        """Per type, the segments of one branch's lower convex hull of (work, communication)."""
+        ideals = _downsets(masks, _GROUP_IDEALS)
+        total = float(times[:, reference].sum())
+        if ideals is None or total <= 0:
+            least = min(size for _, size, _, _ in outputs) if outputs else 0.0
+            time_ = self.comm(least, 1.0 if outputs else 0.0)
+            return [(np.array([max(total, 1e-300)]), np.array([value])) for value in time_]
+        inside = np.array([[ideal >> i & 1 for i in range(len(masks))] for ideal in ideals], dtype=bool)
+        work = inside.astype(float) @ times[:, reference]
+        count = np.zeros(len(ideals))
+        size = np.zeros(len(ideals))
+        for producer, bytes_, readers, beyond in outputs:
+            read_outside = np.array([beyond or bool(readers & ~ideal) for ideal in ideals])
+            crossing = inside[:, producer] & read_outside
+            count += crossing
+            size += crossing * bytes_
+        comm = self.comm(size, count)  # ideals × types
+        return [_lower_hull(work, comm[:, t]) for t in range(comm.shape[1])]
+
+    def inner_stages(
+        self, b: int, lo: int, hi: int, work: np.ndarray, cuts: np.ndarray, first: int, branches: np.ndarray
+    ) -> None:
+        """What a stage that starts in a cell of segment ``b`` (rows ``first …``) and ends by the
+        boundary after it certainly exchanges, kept for :meth:`_Relaxation.cell_limits`:
+
+        - ending in cell ``j ≥ i`` it sends one tensor per branch it touches (it holds at least
+          ``x_j − x_{i+1}`` of work, inside an ideal worth at most ``x_{j+1}``);
+        - ending at the boundary it holds the join, so it receives every tensor the branches'
+          parts in its start's ideal ``P`` send out (the rest of each branch lies between ``P``
+          and the join): ``branches``, per cell and type, as :meth:`branch_comm` prices them."""
+        if self.segment_branches(b, lo, hi) is None:
+            return
+        g = len(cuts) - 1
+        held = cuts[None, :-1] - cuts[1:, None]  # start cell i (rows) × end cell j (columns)
+        upper = np.broadcast_to(cuts[None, 1:], (g, g))
+        sent = self.branch_tensors(b, lo, hi, work, held, upper)
+        send = self.comm(sent[..., 1], sent[..., 0])  # i × j × types
+        send[np.tril_indices(g, -1)] = np.inf  # a stage never ends before it starts
+        self.cell_stages.append((first + 1, send, branches))
+
+    def work_curves(self, b: int, lo: int, hi: int, reference: int) -> tuple[list, list]:
+        """Per type, the breakpoints ``(xs, ys)`` of ``L_τ`` (least time of an ideal of the
+        segment worth ``x`` on ``reference``) and of its twin for up-sets, both relaxed to
+        fractions of *groups*: each branch (:meth:`segment_branches`) with at most
+        :data:`_GROUP_IDEALS` ideals of its own, every other op alone.
+
+        An ideal ``P`` meets a branch in an ideal of the branch (and the rest of the segment in
+        an up-set), so its time is at least the sum, over groups, of each group's lower convex
+        hull of (work, time) over its ideals; the least such sum for total work ``x`` takes the
+        hull segments in increasing slope (a fractional knapsack). Without the groups an MoE
+        expert's cheap element-wise ops, nearly as fast on an A100 as on an MI300X, would stand
+        in for its matmuls."""
+        found = self.segment_branches(b, lo, hi)
+        groups: list[np.ndarray] = []
+        alone = np.ones(hi - lo, dtype=bool)
+        if found is not None:
+            for head in found.feeding:
+                members = np.flatnonzero(found.label == head)
+                if len(members) > 1:
+                    groups.append(members)
+                    alone[members] = False
+        groups.extend(np.array([v]) for v in np.flatnonzero(alone))
+        times = self.times[lo:hi]
+        down: list[tuple[np.ndarray, np.ndarray]] = []
+        up: list[tuple[np.ndarray, np.ndarray]] = []
+        pieces = [self.group_hulls(found, members, times, reference) for members in groups]
+        for t in range(times.shape[1]):
+            for side, curves in ((0, down), (1, up)):
+                dx = np.concatenate([piece[side][t][0] for piece in pieces])
+                dy = np.concatenate([piece[side][t][1] for piece in pieces])
+                order = np.argsort(dy / dx, kind="stable")
+                curves.append(
+                    (
+                        np.concatenate([[0.0], np.cumsum(dx[order])]),
+                        np.concatenate([[0.0], np.cumsum(dy[order])]),
+                    )
+                )
+        return down, up
+
+    def group_hulls(
+        self, found: _Branches | None, members: np.ndarray, times: np.ndarray, reference: int
+    ) -> tuple:
+        """Per side (ideals, up-sets) and type, the segments ``(dx, dy)`` of one group's lower
+        convex hull of (work on ``reference``, time), ``dx > 0``; cached by the group's shape."""
+        if len(members) == 1:
+            work, time_ = times[members[0], reference], times[members[0]]
+            if work <= 0:
+                empty = [(np.zeros(0), np.zeros(0))] * len(time_)
+                return empty, empty
+            single = [(np.array([work]), np.array([value])) for value in time_]
+            return single, single
+        position = {int(v): i for i, v in enumerate(members)}
+        masks = tuple(
+            sum(1 << position[u] for u in found.predecessors[int(v)] if int(u) in position) for v in members
+        )
+        key = (masks, times[members].tobytes(), reference)
+        if key not in self.hull_cache:
+            ideals = _downsets(masks, _GROUP_IDEALS)
+            if ideals is None:  # too many: its ops alone
+                parts = [self.group_hulls(found, np.array([v]), times, reference) for v in members]
+                self.hull_cache[key] = tuple(
+                    [
+                        (
+                            np.concatenate([p[side][t][0] for p in parts]),
+                            np.concatenate([p[side][t][1] for p in parts]),
+                        )
+                        for t in range(times.shape[1])
+                    ]
+                    for side in (0, 1)
+                )
+            else:
+                inside = np.array(
+                    [[ideal >> i & 1 for i in range(len(members))] for ideal in ideals], dtype=float
+                )
+                points = inside @ times[members]  # ideals × types
+                total = times[members].sum(axis=0)
+                self.hull_cache[key] = tuple(
+                    [_lower_hull(xy[:, reference], xy[:, t]) for t in range(times.shape[1])]
+                    for xy in (points, total[None, :] - points)
+                )
+        return self.hull_cache[key]
 
 
-def _least_work(reference: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Breakpoints of ``x ↦`` the least time on one type of ops (fractions allowed) worth ``x``
-    on the reference type: the fractional knapsack, ops by increasing time ratio."""
-    useful = reference > 0
-    order = np.argsort(times[useful] / reference[useful], kind="stable")
-    xs = np.concatenate([[0.0], np.cumsum(reference[useful][order])])
-    return xs, np.concatenate([[0.0], np.cumsum(times[useful][order])])
+def _downsets(masks: tuple[int, ...], limit: int) -> list[int] | None:
+    """Every ideal of a small graph given by predecessor bitmasks (``None`` past ``limit``)."""
+    found, frontier = {0}, [0]
+    while frontier:
+        grown = []
+        for ideal in frontier:
+            for u, mask in enumerate(masks):
+                if not ideal >> u & 1 and mask & ~ideal == 0 and (ideal | 1 << u) not in found:
+                    found.add(ideal | 1 << u)
+                    grown.append(ideal | 1 << u)
+                    if len(found) > limit:
+                        return None
+        frontier = grown
+    return sorted(found)
+
+
+def _lower_hull(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Segments ``(dx, dy)`` (``dx > 0``, slopes increasing) of the lower convex hull of the
+    points from the origin (one of them) to the largest ``x``."""
+    hull: list[tuple[float, float]] = []
+    for x, y in sorted(zip(xs.tolist(), ys.tolist(), strict=True)):
+        if hull and x == hull[-1][0]:
+            continue  # sorted: the first point at an x is its lowest
+        while len(hull) >= 2 and (hull[-1][0] - hull[-2][0]) * (y - hull[-2][1]) <= (
+            hull[-1][1] - hull[-2][1]
+        ) * (x - hull[-2][0]):
+            hull.pop()
+        hull.append((x, y))
+    corners = np.array(hull)
+    return np.diff(corners[:, 0]), np.diff(corners[:, 1])
 
 
 def _by_work(ideals: list[int], times: np.ndarray) -> list[int]:
@@ -495,7 +773,7 @@ def _ideals(builder: _Builder, b: int, lo: int, hi: int, limit: int) -> list[int
 
 def _positions(builder: _Builder, reference: int) -> tuple[_Positions, bool]:
     """The positions, large segments measured on type ``reference``; whether any was relaxed."""
-    builder.rows = []
+    builder.rows, builder.cell_stages = [], []
     relaxed = False
     prefix = np.zeros(builder.times.shape[1])
     first = 0
@@ -511,7 +789,11 @@ def _positions(builder: _Builder, reference: int) -> tuple[_Positions, bool]:
     send[-1] = 0.0
     recv = comm.copy()
     recv[0] = 0.0
-    return _Positions(end, start, send, recv, threshold, handed, amounts, cell), relaxed
+    inner = None
+    if builder.cell_stages:
+        firsts, sends, recvs = zip(*builder.cell_stages, strict=True)
+        inner = (np.array(firsts), np.stack(sends), np.stack(recvs))
+    return _Positions(end, start, send, recv, threshold, handed, amounts, cell, inner), relaxed
 
 
 class _Relaxation:
@@ -569,8 +851,30 @@ class _Relaxation:
         for t in range(p.end.shape[1]):
             full = np.searchsorted(self.full_end[:, t], self.full_start[:, t] + bottleneck, side="right") - 1
             compute = np.searchsorted(self.compute_end[:, t], p.start[:, t] + bottleneck, side="right") - 1
+            compute = np.minimum(compute, self.cell_limits(bottleneck, t, p.end[:, t]))
             reaches.append(self._combine(full, compute))
         return reaches
+
+    def cell_limits(self, bottleneck: float, kind: int, end: np.ndarray) -> np.ndarray:
+        """Per position, the furthest a stage of type ``kind`` that is not full may reach from
+        it: from a cell of a segment with branches, the furthest cell or boundary whose compute
+        (with ``end`` per row) plus what :attr:`_Positions.inner` says it certainly exchanges
+        fits ``bottleneck`` (-1: none); elsewhere no limit beyond its compute."""
+        limits = np.full(self.last + 1, self.last, dtype=np.int64)
+        if self.positions.inner is None:
+            return limits
+        firsts, send, recv = self.positions.inner
+        cells = send.shape[1]
+        rows = firsts[:, None] + np.arange(cells)[None, :]  # segments × cells
+        start = self.positions.start[rows, kind]
+        within = end[rows][:, None, :] - start[:, :, None] + send[..., kind] <= bottleneck  # s × i × j
+        furthest = np.where(within.any(axis=2), cells - 1 - within[:, :, ::-1].argmax(axis=2), -1)
+        boundary = firsts + cells
+        to_boundary = end[boundary][:, None] - start + recv[..., kind] <= bottleneck
+        limits[rows] = np.where(
+            to_boundary, boundary[:, None], np.where(furthest >= 0, rows - np.arange(cells) + furthest, -1)
+        )
+        return limits
 
     def pair_reach(self, bottleneck: float) -> tuple[dict, dict]:
         """The reaches of a stage of type κ before one of type ν, each with the previous types
@@ -581,6 +885,7 @@ class _Relaxation:
         position, or in the same one when that is a cell: no empty stage changes ``σ``."""
         types = self.positions.end.shape[1]
         threshold, here = self.positions.threshold, np.arange(self.last + 1)
+        ends, handed = self.positions.end, self.positions.handed
         full: dict[tuple[int, int, int, int], list[tuple[np.ndarray, list[int]]]] = {}
         partial: dict[tuple[int, int], list[tuple[np.ndarray, list[int]]]] = {}
         for k in range(types):
@@ -598,10 +903,13 @@ class _Relaxation:
                 partial[k, n] = []
                 for sends, receives in itertools.product((0, 1), (0, 1)):
                     full[k, n, sends, receives] = []
+                limits = np.minimum(
+                    threshold, self.cell_limits(bottleneck, k, ends[:, k] + self.pairs.time(handed, k, n))
+                )
                 for previous in groups.values():
                     compute = self.pair_compute_start[previous[0], k] + bottleneck
                     reach = np.minimum(
-                        np.searchsorted(self.pair_compute_end[k, n], compute, "right") - 1, threshold
+                        np.searchsorted(self.pair_compute_end[k, n], compute, "right") - 1, limits
                     )
                     reach = np.where(reach > here, reach, np.where(self.positions.cell, here, -1))
                     partial[k, n].append((np.maximum.accumulate(reach), previous))
