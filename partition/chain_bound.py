@@ -124,8 +124,9 @@ class _Positions:
     ``send``/``recv`` price, as raw amounts; ``cell``: rows that stand for several cuts (a
     stage may start and end in one); ``inner``: per relaxed segment with branches, the row of
     its first cell, what a stage from cell ``i`` to cell ``j`` certainly sends (segments × i ×
-    j × types) and what one from cell ``i`` to the boundary after certainly receives
-    (segments × i × types), see :meth:`_Builder.inner_stages`."""
+    j × types, and as raw (count, bytes) in the last array) and what one from cell ``i`` to
+    the boundary after certainly receives (segments × i × types), see
+    :meth:`_Builder.inner_stages`."""
 
     end: np.ndarray
     start: np.ndarray
@@ -135,7 +136,7 @@ class _Positions:
     handed: np.ndarray | None = None
     crossing: np.ndarray | None = None
     cell: np.ndarray | None = None
-    inner: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    inner: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -618,10 +619,11 @@ class _Builder:
         g = len(cuts) - 1
         held = cuts[None, :-1] - cuts[1:, None]  # start cell i (rows) × end cell j (columns)
         upper = np.broadcast_to(cuts[None, 1:], (g, g))
-        sent = self.branch_tensors(b, lo, hi, work, held, upper)
+        sent = self.branch_tensors(b, lo, hi, work, held, upper)  # i × j × (count, bytes)
         send = self.comm(sent[..., 1], sent[..., 0])  # i × j × types
         send[np.tril_indices(g, -1)] = np.inf  # a stage never ends before it starts
-        self.cell_stages.append((first + 1, send, branches))
+        sent[np.tril_indices(g, -1)] = np.inf
+        self.cell_stages.append((first + 1, send, branches, sent))
 
     def work_curves(self, b: int, lo: int, hi: int, reference: int) -> tuple[list, list]:
         """Per type, the breakpoints ``(xs, ys)`` of ``L_τ`` (least time of an ideal of the
@@ -791,8 +793,8 @@ def _positions(builder: _Builder, reference: int) -> tuple[_Positions, bool]:
     recv[0] = 0.0
     inner = None
     if builder.cell_stages:
-        firsts, sends, recvs = zip(*builder.cell_stages, strict=True)
-        inner = (np.array(firsts), np.stack(sends), np.stack(recvs))
+        firsts, sends, recvs, sent = zip(*builder.cell_stages, strict=True)
+        inner = (np.array(firsts), np.stack(sends), np.stack(recvs), np.stack(sent))
     return _Positions(end, start, send, recv, threshold, handed, amounts, cell, inner), relaxed
 
 
@@ -855,19 +857,32 @@ class _Relaxation:
             reaches.append(self._combine(full, compute))
         return reaches
 
-    def cell_limits(self, bottleneck: float, kind: int, end: np.ndarray) -> np.ndarray:
+    def cell_limits(
+        self, bottleneck: float, kind: int, end: np.ndarray, link: tuple[float, float] | None = None
+    ) -> np.ndarray:
         """Per position, the furthest a stage of type ``kind`` that is not full may reach from
         it: from a cell of a segment with branches, the furthest cell or boundary whose compute
         (with ``end`` per row) plus what :attr:`_Positions.inner` says it certainly exchanges
-        fits ``bottleneck`` (-1: none); elsewhere no limit beyond its compute."""
+        fits ``bottleneck`` (-1: none); elsewhere no limit beyond its compute. ``link``
+        (latency, seconds per byte) prices its sends instead of the type's best link: when the
+        next stage is full it reads every tensor crossing the end, so these come straight to it.
+        """
         limits = np.full(self.last + 1, self.last, dtype=np.int64)
         if self.positions.inner is None:
             return limits
-        firsts, send, recv = self.positions.inner
+        firsts, send, recv, sent = self.positions.inner
         cells = send.shape[1]
         rows = firsts[:, None] + np.arange(cells)[None, :]  # segments × cells
         start = self.positions.start[rows, kind]
-        within = end[rows][:, None, :] - start[:, :, None] + send[..., kind] <= bottleneck  # s × i × j
+        if link is None:
+            sending = send[..., kind]
+        else:
+            with np.errstate(invalid="ignore"):  # no such link (inf) times nothing to send
+                sending = np.where(sent[..., 0] > 0, sent[..., 0] * link[0], 0.0) + np.where(
+                    sent[..., 1] > 0, sent[..., 1] * link[1], 0.0
+                )
+            sending[:, *np.tril_indices(cells, -1)] = np.inf  # a stage never ends before it starts
+        within = end[rows][:, None, :] - start[:, :, None] + sending <= bottleneck  # s × i × j
         furthest = np.where(within.any(axis=2), cells - 1 - within[:, :, ::-1].argmax(axis=2), -1)
         boundary = firsts + cells
         to_boundary = end[boundary][:, None] - start + recv[..., kind] <= bottleneck
@@ -879,15 +894,16 @@ class _Relaxation:
     def pair_reach(self, bottleneck: float) -> tuple[dict, dict]:
         """The reaches of a stage of type κ before one of type ν, each with the previous types
         σ it holds for (one per distinct link from σ): ``full[κ, ν, strong send, strong
-        receive]`` of a full stage (``-1`` where it cannot be one) and ``partial[κ, ν]`` of a
-        stage that is not (it ends by the boundary after its start, paying only compute), each
-        a running maximum as in :meth:`reach`. A stage holds an op, so it ends at a later
+        receive]`` of a full stage (``-1`` where it cannot be one) and ``partial[κ, ν, strong
+        send]`` of a stage that is not (it ends by the boundary after its start, paying its
+        compute and what :meth:`cell_limits` says, its sends over κ → ν when strong: the next
+        stage is full), each a running maximum as in :meth:`reach`. A stage holds an op, so it ends at a later
         position, or in the same one when that is a cell: no empty stage changes ``σ``."""
         types = self.positions.end.shape[1]
         threshold, here = self.positions.threshold, np.arange(self.last + 1)
         ends, handed = self.positions.end, self.positions.handed
         full: dict[tuple[int, int, int, int], list[tuple[np.ndarray, list[int]]]] = {}
-        partial: dict[tuple[int, int], list[tuple[np.ndarray, list[int]]]] = {}
+        partial: dict[tuple[int, int, int], list[tuple[np.ndarray, list[int]]]] = {}
         for k in range(types):
             groups: dict[tuple | None, list[int]] = {}
             for s in range(types + 1):
@@ -896,23 +912,25 @@ class _Relaxation:
             for n in range(types + 1):
                 same = computed.setdefault(self.pairs.link(k, n), n)
                 if same != n:
-                    partial[k, n] = partial[k, same]
                     for sends, receives in itertools.product((0, 1), (0, 1)):
+                        partial[k, n, sends] = partial[k, same, sends]
                         full[k, n, sends, receives] = full[k, same, sends, receives]
                     continue
-                partial[k, n] = []
                 for sends, receives in itertools.product((0, 1), (0, 1)):
+                    partial[k, n, sends] = []
                     full[k, n, sends, receives] = []
-                limits = np.minimum(
-                    threshold, self.cell_limits(bottleneck, k, ends[:, k] + self.pairs.time(handed, k, n))
-                )
+                end = ends[:, k] + self.pairs.time(handed, k, n)
+                for strong in (0, 1):
+                    link = self.pairs.link(k, n) if strong else None
+                    limits = np.minimum(threshold, self.cell_limits(bottleneck, k, end, link))
+                    for previous in groups.values():
+                        compute = self.pair_compute_start[previous[0], k] + bottleneck
+                        reach = np.minimum(
+                            np.searchsorted(self.pair_compute_end[k, n], compute, "right") - 1, limits
+                        )
+                        reach = np.where(reach > here, reach, np.where(self.positions.cell, here, -1))
+                        partial[k, n, strong].append((np.maximum.accumulate(reach), previous))
                 for previous in groups.values():
-                    compute = self.pair_compute_start[previous[0], k] + bottleneck
-                    reach = np.minimum(
-                        np.searchsorted(self.pair_compute_end[k, n], compute, "right") - 1, limits
-                    )
-                    reach = np.where(reach > here, reach, np.where(self.positions.cell, here, -1))
-                    partial[k, n].append((np.maximum.accumulate(reach), previous))
                     for sends, receives in itertools.product((0, 1), (0, 1)):
                         start = self.pair_full_start[previous[0], k, receives] + bottleneck
                         reach = np.searchsorted(self.pair_full_end[k, n, sends], start, side="right") - 1
@@ -969,7 +987,9 @@ class _Relaxation:
                         for following in (0, 1) if n < types else (0,):
                             best = np.full(len(rows), -1, dtype=np.int64)
                             for before in (0, 1) if last else (None,):
-                                reaches = reach_of[k, n, following, before] if last else reach_of[k, n]
+                                reaches = (
+                                    reach_of[k, n, following, before] if last else reach_of[k, n, following]
+                                )
                                 for reach, group in reaches:  # reach is monotone: one gather per group
                                     if last:
                                         position = source[:, group, before, 1].max(axis=1)

@@ -82,7 +82,10 @@ def test_equals_the_optimum_on_a_chain(seed, n, k) -> None:
 def test_equals_the_optimum_on_a_chain_across_hosts(seed, n, k, one_type) -> None:
     # Links of three speeds: each cut's tensor is handed from the stage before it to the stage
     # after it, and the states' last and next device classes price its link. With one type on
-    # two hosts, devices are counted per host: a run of stages must change host after two.
+    # two hosts, devices are counted per host: a run of stages must change host after two. That
+    # bound is at least the one per type, and not always exact: a state's position over-estimates
+    # the cut, so a stage that adds nothing beyond it may change the last class (seed 21, 3 ops,
+    # k = 4: 0.1956 against 0.1993 s).
     dag = _chain(np.random.default_rng(seed), n, lambda rng: float(rng.uniform(1e7, 1e9)))
     hosts = [
         {"name": "h0", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"},
@@ -93,7 +96,27 @@ def test_equals_the_optimum_on_a_chain_across_hosts(seed, n, k, one_type) -> Non
         hosts = [{"name": f"h{h}", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"} for h in range(2)]
     cluster = partition.parse_cluster({"name": "three", "hosts": hosts, "inter_host_link": "ib-hdr"})
     instance = partition.make_instance(dag, cluster, k)
-    assert chain_lower_bound(instance) == pytest.approx(_optimum(instance), rel=1e-4)
+    bound, optimum = chain_lower_bound(instance), _optimum(instance)
+    if not one_type:
+        assert bound == pytest.approx(optimum, rel=1e-4)
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(chain_bound, "_by_host", lambda instance: None)
+        per_type = chain_lower_bound(instance)
+    assert per_type * (1 - 1e-9) <= bound <= optimum * (1 + 1e-9)
+
+
+def test_counts_devices_per_host_when_one_type_spans_two() -> None:
+    # Two hosts of two H100s, a 4-op chain with heavy tensors at k = 4: per host, a run of three
+    # stages must cross InfiniBand once, which the count per type does not know.
+    dag = _chain(np.random.default_rng(3), 4, lambda rng: 6e8)
+    hosts = [{"name": f"h{h}", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"} for h in range(2)]
+    cluster = partition.parse_cluster({"name": "two", "hosts": hosts, "inter_host_link": "ib-hdr"})
+    instance = partition.make_instance(dag, cluster, 4)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(chain_bound, "_by_host", lambda instance: None)
+        per_type = chain_lower_bound(instance)
+    assert per_type < chain_lower_bound(instance) <= _optimum(instance) * (1 + 1e-9)
 
 
 def test_prices_every_tensor_between_full_stages_across_hosts() -> None:
@@ -186,10 +209,10 @@ def test_stages_inside_an_moe_layer_pay_for_whole_experts(monkeypatch) -> None:
     bound = chain_lower_bound(instance)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(chain_bound._Builder, "inner_stages", lambda self, *args: None)
-        assert bound > 1.04 * chain_lower_bound(instance)
+        assert bound > 1.05 * chain_lower_bound(instance)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(chain_bound, "_GROUP_IDEALS", 0)  # every expert op on its own
-        assert bound > 1.04 * chain_lower_bound(instance)
+        assert bound > 1.03 * chain_lower_bound(instance)
     assert bound <= partition.solve(instance, "anytime", time_limit=10).bottleneck
 
 
