@@ -42,6 +42,7 @@ _AUTO_CP_SAT_OPS = 500
 _AUTO_CP_SAT_SHARE = 0.4
 _AUTO_IDEAL_DP_SHARE = 0.5  # of the solver's time for ideal-dp under auto; CP-SAT and the polish get the rest
 _CHAIN_BOUND_SHARE = 0.1  # of the time limit (4 s without one) for the dominator-chain bound
+_UNUSED_SHARE = 0.8  # of the time a solver left unused, for the chain bound when nothing else follows
 
 
 def graph_from_networkx(graph: nx.DiGraph, name: str = "graph") -> OpGraph:
@@ -295,6 +296,11 @@ def solve(
     # Before any polish, so that a bound meeting the incumbent ends ``auto`` at once.
     bound = max(bound, outcome.lower_bound)
     chain_budget = _CHAIN_BOUND_SHARE * (time_limit or 40.0)
+    if time_limit is not None and name == "anytime":
+        # it ends with its own polish, so nothing but the evaluation follows: the bound may use
+        # most of the time the search left (converged early), to refine its cells
+        left = started + time_limit - time.perf_counter()
+        chain_budget = max(chain_budget, _UNUSED_SHARE * left)
     bound, bound_notes = _with_chain_bound(instance, outcome, bound, chain_budget)
     if auto and name == "ideal-dp":
         name, outcome, polish_notes = _polish_with_cp_sat(

@@ -108,6 +108,7 @@ _SMALL_IDEAL_LIMIT = 256  # ... or with more than this once the exact positions 
 _POSITION_BUDGET = 100_000  # this many (every probe of the bisection searches them all)
 _EXACT_OPS = 60  # ideals are bitsets of one machine word's worth of ops
 _CELLS = 64
+_FINER = 2  # with a deadline and time left, the cells are refined by this factor, twice at most
 _RELATIVE_GAP = 1e-5  # bisection stops when the bracket is this tight
 _OPTIMAL = 1e-7  # first probe just below ``upper``: proves it optimal when infeasible
 _NO_CHAIN = 0.5  # the broadcast relaxation is tried when one segment holds more of the ops
@@ -271,6 +272,7 @@ class _Builder:
         self.ideals: dict[int, list[int] | None] = {}
         self.exact_positions = 0
         self.hull_cache: dict[tuple, tuple] = {}
+        self.cells = _CELLS  # per relaxed segment
         self.branches: dict[int, _Branches | None] = {}
         self.cell_stages: list[tuple[int, np.ndarray, np.ndarray]] = []
 
@@ -388,7 +390,7 @@ class _Builder:
     def relaxed(self, b: int, lo: int, hi: int, prefix: np.ndarray, first: int, reference: int) -> None:
         times = self.times[lo:hi]
         totals = times.sum(axis=0)
-        cuts = np.linspace(0.0, totals[reference], _CELLS + 1)
+        cuts = np.linspace(0.0, totals[reference], self.cells + 1)
         least, least_rest = self.work_curves(b, lo, hi, reference)
         end = prefix[None, :] + np.column_stack([np.interp(cuts[:-1], xs, ys) for xs, ys in least])
         rest = cuts[-1] - cuts[1:]
@@ -423,10 +425,10 @@ class _Builder:
             np.vstack([prefix[None, :], end]),
             np.vstack([prefix[None, :], start]),
             amounts,
-            np.array([first] + [first + 1 + _CELLS] * _CELLS),
-            np.vstack([self.boundary_handed(b)[None, :], np.zeros((_CELLS, 2))]),
+            np.array([first] + [first + 1 + self.cells] * self.cells),
+            np.vstack([self.boundary_handed(b)[None, :], np.zeros((self.cells, 2))]),
             np.vstack([self.comm(*self.crossing[b])[None, :], interior]),
-            np.arange(_CELLS + 1) > 0,
+            np.arange(self.cells + 1) > 0,
         )
 
     def segment_branches(self, b: int, lo: int, hi: int) -> _Branches | None:
@@ -1093,7 +1095,9 @@ def chain_lower_bound(
 
     Devices are counted per (type, host) class when that table is small (:func:`_by_host`),
     else per type. Each device type in turn (fastest first) measures the large segments, while
-    time remains; every choice gives a valid bound, so the largest is kept. ``upper`` (a known bottleneck)
+    time remains; every choice gives a valid bound, so the largest is kept. With a deadline,
+    time left after every type refines the cells (:data:`_FINER` times as many, twice at most,
+    the types by the bound each gave). ``upper`` (a known bottleneck)
     brackets the bisection; ``deadline`` (``time.perf_counter`` seconds) stops early — every
     infeasible value met so far is already a valid bound.
     """
@@ -1107,15 +1111,29 @@ def chain_lower_bound(
     best = 0.0
     totals = builder.times.sum(axis=0)
     _, distinct = np.unique(totals, return_index=True)  # one reference per type, not per class
-    for reference in distinct[np.argsort(totals[distinct], kind="stable")]:
-        positions, relaxed = _positions(builder, int(reference))
-        # the relaxation without the handed tensors' links is far cheaper: its value brackets
-        # the bisection of the one with them from below
-        for links in (None, pairs) if pairs is not None else (None,):
-            best = max(best, _bisect(_Relaxation(instance, positions, links), best, upper, deadline))
-        if not relaxed or (deadline is not None and time.perf_counter() > deadline):
-            break
-    return best
+    references = [int(r) for r in distinct[np.argsort(totals[distinct], kind="stable")]]
+    while True:
+        found: dict[int, float] = {}
+        started = time.perf_counter()
+        for reference in references:
+            positions, relaxed = _positions(builder, reference)
+            # the relaxation without the handed tensors' links is far cheaper: its value brackets
+            # the bisection of the one with them from below
+            for links in (None, pairs) if pairs is not None else (None,):
+                found[reference] = _bisect(_Relaxation(instance, positions, links), best, upper, deadline)
+                best = max(best, found[reference])
+            if not relaxed or (deadline is not None and time.perf_counter() > deadline):
+                return best
+        if (
+            deadline is None
+            or builder.cells >= _CELLS * _FINER**2
+            or deadline - time.perf_counter() < (time.perf_counter() - started) / 2  # too little for a pass
+            or (upper is not None and best >= upper * (1 - _OPTIMAL))
+        ):
+            return best
+        # time left: finer cells, the most telling reference first
+        builder.cells *= _FINER
+        references.sort(key=lambda r: -found.get(r, 0.0))
 
 
 def _bisect(relaxation: _Relaxation, floor: float, upper: float | None, deadline: float | None) -> float:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -313,3 +315,16 @@ def test_branch_communication_never_exceeds_what_an_ideal_sends() -> None:
         priced = builder.branch_comm(b, lo, hi, reference, work, work)
         assert (priced <= sent * (1 + 1e-9) + 1e-15).all()
         assert (priced > 0).any()
+
+
+def test_time_left_before_the_deadline_refines_the_cells(monkeypatch) -> None:
+    # An MoE layer relaxed to cells: with time to spare, passes with two and four times as
+    # many cells follow, and a stage's ends lose less work to its cells' edges.
+    graph = synthetic.moe_graph(
+        layers=1, experts=8, hidden=1024, expert_intermediate=1024, top_k=2, vocab=1000, seq=2048
+    )
+    instance = partition.build_instance(graph, synthetic.hetero_cluster(3, 1), partition.Options(stages=3))
+    monkeypatch.setattr(chain_bound, "_EXACT_OPS", 0)
+    coarse = chain_lower_bound(instance)
+    refined = chain_lower_bound(instance, deadline=time.perf_counter() + 60)
+    assert coarse * 1.005 < refined <= partition.solve(instance, "anytime", time_limit=10).bottleneck
