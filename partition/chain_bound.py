@@ -414,7 +414,8 @@ class _Builder:
         extra = self.comm(size[skip:], count[skip:]).min(axis=0) if hi - lo > skip else 0.0 * self.latency
         touched = self.touched_branches(b, lo, hi, times[:, reference], cuts)  # cells × (count, bytes)
         branches = self.branch_comm(b, lo, hi, reference, cuts[:-1], cuts[1:])  # cells × types
-        self.inner_stages(b, lo, hi, times[:, reference], cuts, first, branches)
+        branches, received = self.shared_inputs(b, lo, hi, reference, cuts, branches, always)
+        self.inner_stages(b, lo, hi, times[:, reference], cuts, first, received)
         interior = self.comm(self.size[always].sum(), float(len(always)))[None, :] + np.maximum(
             extra[None, :], branches
         )
@@ -604,6 +605,74 @@ class _Builder:
             size += crossing * bytes_
         comm = self.comm(size, count)  # ideals × types
         return [_lower_hull(work, comm[:, t]) for t in range(comm.shape[1])]
+
+    def shared_inputs(
+        self,
+        b: int,
+        lo: int,
+        hi: int,
+        reference: int,
+        cuts: np.ndarray,
+        branches: np.ndarray,
+        always: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``branches`` (per cell and type, what a cut's branch parts send) plus, where it is
+        certain, a tensor made outside the branches and read by them (an MoE layer's normalised
+        hidden state, read by every expert's gather): the best such tensor alone. Returned for
+        the cut, and for what a stage from the cut to the boundary after it receives (a tensor
+        read beyond the block need not come to it).
+
+        Its maker ``u`` is in the cut's ideal ``P`` when ``P``'s work exceeds that of the ops
+        that do not descend from ``u`` (or ``u`` is the block's head). Then the tensor crosses
+        the cut unless all its readers are in ``P``; a reader beyond the block never is, nor the
+        join while it is certainly outside ``P`` (as in :meth:`branch_tensors`). If they all
+        are, each branch that reads it is touched and sends at least its least tensor: ``P``
+        pays the smaller of the tensor plus ``branches`` and the larger of those branch tensors
+        and ``branches``. Tensors of the branches and this one are distinct."""
+        found = self.segment_branches(b, lo, hi)
+        if found is None:
+            return branches, branches
+        work = self.times[lo:hi, reference]
+        join_out = np.full(len(cuts) - 1, True)
+        if not found.ancestors.all():
+            join_out = cuts[1:] <= work[found.ancestors].sum()
+        made = self.by_segment[b]
+        pairs = self.pairs_by_segment[b]
+        successors: list[list[int]] = [[] for _ in range(hi - lo)]
+        for v, preds in enumerate(found.predecessors):
+            for u in preds:
+                successors[u].append(v)
+        smallest = np.full(hi - lo, np.inf)  # per branch (its feeding op), its least tensor
+        mine = found.label[self.producer[made] - lo] >= 0
+        np.minimum.at(smallest, found.label[self.producer[made[mine]] - lo], self.size[made[mine]])
+        least = self.comm(np.where(np.isfinite(smallest), smallest, 0.0), np.isfinite(smallest).astype(float))
+        cut, received = branches, branches
+        for tensor in made[~mine]:
+            maker = int(self.producer[tensor]) - lo
+            readers = self.pair_op[pairs[self.pair_tensor[pairs] == tensor]] - lo
+            inside = (readers >= 0) & (readers < hi - lo)
+            read_by = found.label[readers[inside]]
+            if tensor in always or maker == found.join or not (read_by >= 0).any():
+                continue
+            descendants = np.zeros(hi - lo, dtype=bool)
+            stack = [maker]
+            while stack:
+                for v in successors[stack.pop()]:
+                    if not descendants[v]:
+                        descendants[v] = True
+                        stack.append(v)
+            descendants[maker] = True
+            held = (maker == 0 and self.heads[lo]) | (cuts[:-1] > work[~descendants].sum() * (1 + 1e-9))
+            cost = self.comm(self.size[tensor], 1.0)[None, :] + branches
+            touched = least[np.unique(read_by[read_by >= 0])].sum(axis=0)
+            in_block = np.minimum(cost, np.maximum(touched[None, :], branches))  # its readers in it
+            if (readers[inside] == found.join).any():
+                in_block = cost
+            inner = np.where((held & join_out)[:, None], in_block, branches)
+            received = np.maximum(received, inner)
+            beyond = np.where(held[:, None], cost, branches) if (~inside).any() else inner
+            cut = np.maximum(cut, beyond)
+        return cut, received
 
     def inner_stages(
         self, b: int, lo: int, hi: int, work: np.ndarray, cuts: np.ndarray, first: int, branches: np.ndarray

@@ -149,8 +149,9 @@ def test_cuts_inside_an_moe_layer_pay_for_the_experts_they_touch(monkeypatch) ->
 
 def _fan(seed: int) -> partition.Instance:
     """A source, three or four branches (chains of one to three ops, some also reading the
-    source) into a join, maybe a tail; memory- or compute-bound ops at random, so the device
-    types' speed ratios differ from op to op; at most 10 ops (brute force's limit)."""
+    source) into a join, maybe a tail (often also reading the source); memory- or compute-bound
+    ops at random, so the device types' speed ratios differ from op to op; at most 10 ops
+    (brute force's limit); every third seed, one output tensor per op."""
     rng = np.random.default_rng(seed)
     dag = nx.DiGraph()
 
@@ -180,12 +181,24 @@ def _fan(seed: int) -> partition.Instance:
                 edge("src", f"b{b}_{i}")
             previous = f"b{b}_{i}"
         edge(previous, "join")
-    if len(dag) < 10 and rng.random() < 0.5:
+    if len(dag) < 10 and rng.random() < 0.7:
         node("tail")
         edge("join", "tail")
+        if rng.random() < 0.7:
+            edge("src", "tail")  # the join is no dominator: the branches are relaxed with it
     cluster = partition.parse_cluster({"name": "two", "hosts": TWO_HOSTS, "inter_host_link": "ib-hdr"})
+    graph = partition.graph_from_networkx(dag, f"fan-{seed}")
+    if seed % 3 == 0:  # one output per op, read by all its successors (an MoE layer's hidden state)
+        outputs: dict[str, list[partition.Tensor]] = {}
+        for tensor in graph.tensors:
+            outputs.setdefault(tensor.producer, []).append(tensor)
+        tensors = tuple(
+            partition.Tensor(f"{p}.out", ts[0].bytes, p, tuple(c for t in ts for c in t.consumers))
+            for p, ts in outputs.items()
+        )
+        graph = partition.OpGraph(graph.name, graph.ops, tensors, graph.weights)
     mode = "once" if seed % 2 else "per-destination"
-    return partition.make_instance(dag, cluster, int(rng.integers(2, 5)), comm_mode=mode)
+    return partition.make_instance(graph, cluster, int(rng.integers(2, 5)), comm_mode=mode)
 
 
 @cases
@@ -201,8 +214,9 @@ def test_never_above_the_optimum_on_branches_into_a_join(seed) -> None:
 
 def test_stages_inside_an_moe_layer_pay_for_whole_experts(monkeypatch) -> None:
     # MI300X, H100 and A100 hosts, every segment relaxed to cells. A stage inside the experts
-    # sends a tensor per expert it touches (it paid nothing beyond its compute), and an
-    # expert's cheap element-wise ops no longer stand in for its matmuls: each raises the bound.
+    # sends a tensor per expert it touches (it paid nothing beyond its compute), an expert's
+    # cheap element-wise ops no longer stand in for its matmuls, and a cut through the experts
+    # sends the hidden state unless it holds every gather: each raises the bound.
     graph = synthetic.moe_graph(
         layers=1, experts=8, hidden=1024, expert_intermediate=1024, top_k=2, vocab=1000, seq=2048
     )
@@ -214,6 +228,9 @@ def test_stages_inside_an_moe_layer_pay_for_whole_experts(monkeypatch) -> None:
         assert bound > 1.05 * chain_lower_bound(instance)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(chain_bound, "_GROUP_IDEALS", 0)  # every expert op on its own
+        assert bound > 1.01 * chain_lower_bound(instance)
+    with pytest.MonkeyPatch.context() as patch:  # the hidden state every expert's gather reads
+        patch.setattr(chain_bound._Builder, "shared_inputs", lambda self, *args: (args[-2], args[-2]))
         assert bound > 1.03 * chain_lower_bound(instance)
     assert bound <= partition.solve(instance, "anytime", time_limit=10).bottleneck
 
@@ -328,3 +345,32 @@ def test_time_left_before_the_deadline_refines_the_cells(monkeypatch) -> None:
     coarse = chain_lower_bound(instance)
     refined = chain_lower_bound(instance, deadline=time.perf_counter() + 60)
     assert coarse * 1.005 < refined <= partition.solve(instance, "anytime", time_limit=10).bottleneck
+
+
+def test_work_curves_never_exceed_an_ideals_time() -> None:
+    # Every ideal of a three-expert MoE block: its time on each type is at least the grouped
+    # knapsack's L at its work on each reference type (and the rest's at least U), and the
+    # groups are tighter than ops alone somewhere.
+    graph = synthetic.moe_graph(
+        layers=1, experts=3, hidden=1024, expert_intermediate=1024, top_k=2, vocab=1000, seq=2048
+    )
+    instance = partition.build_instance(graph, synthetic.hetero_cluster(3, 1), partition.Options(stages=3))
+    builder = chain_bound._Builder(instance)
+    b = int(np.argmax(np.diff(builder.bounds)))
+    lo, hi = int(builder.bounds[b]), int(builder.bounds[b + 1])
+    ideals = chain_bound._ideals(builder, b, lo, hi, 100_000)
+    members = np.array([[ideal >> u & 1 for u in range(hi - lo)] for ideal in ideals], dtype=float)
+    times = builder.times[lo:hi]
+    held, rest = members @ times, (1 - members) @ times  # ideals × types
+    tighter = False
+    for reference in range(times.shape[1]):
+        down, up = builder.work_curves(b, lo, hi, reference)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(chain_bound, "_GROUP_IDEALS", 0)
+            alone, _ = chain_bound._Builder(instance).work_curves(b, lo, hi, reference)
+        for t, ((xs, ys), (rx, ry), (ax, ay)) in enumerate(zip(down, up, alone, strict=True)):
+            least = np.interp(held[:, reference], xs, ys)
+            assert (least <= held[:, t] * (1 + 1e-9) + 1e-15).all()
+            assert (np.interp(rest[:, reference], rx, ry) <= rest[:, t] * (1 + 1e-9) + 1e-15).all()
+            tighter |= bool((least > np.interp(held[:, reference], ax, ay) * (1 + 1e-6)).any())
+    assert tighter
