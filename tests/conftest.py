@@ -19,6 +19,19 @@ TWO_HOSTS = [  # two H100s on NVLink; an A100 beside another H100 on PCIe; Infin
 ]
 
 
+def one_output_per_op(graph: partition.OpGraph) -> partition.OpGraph:
+    """``graph`` with each op's tensors merged into one, read by all their readers (so a cut
+    tensor can have several destination stages)."""
+    outputs: dict[str, list[partition.Tensor]] = {}
+    for tensor in graph.tensors:
+        outputs.setdefault(tensor.producer, []).append(tensor)
+    tensors = tuple(
+        partition.Tensor(f"{p}.out", ts[0].bytes, p, tuple(c for t in ts for c in t.consumers))
+        for p, ts in outputs.items()
+    )
+    return partition.OpGraph(graph.name, graph.ops, tensors, graph.weights)
+
+
 def random_dag_instance(
     seed: int,
     num_ops: int,
@@ -61,14 +74,7 @@ def random_dag_instance(
     cluster = partition.parse_cluster(document)
     graph = partition.graph_from_networkx(dag, f"random-{seed}")
     if shared_outputs:
-        outputs: dict[str, list[partition.Tensor]] = {}
-        for tensor in graph.tensors:
-            outputs.setdefault(tensor.producer, []).append(tensor)
-        tensors = tuple(
-            partition.Tensor(f"{p}.out", ts[0].bytes, p, tuple(c for t in ts for c in t.consumers))
-            for p, ts in outputs.items()
-        )
-        graph = partition.OpGraph(graph.name, graph.ops, tensors, graph.weights)
+        graph = one_output_per_op(graph)
     return partition.make_instance(
         graph,
         cluster,

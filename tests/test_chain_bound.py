@@ -7,7 +7,7 @@ import time
 import networkx as nx
 import numpy as np
 import pytest
-from conftest import TWO_HOSTS, random_dag_instance
+from conftest import TWO_HOSTS, one_output_per_op, random_dag_instance
 from generated import small_instances
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -36,6 +36,13 @@ def _bounds(instance: partition.Instance) -> list[float]:
                 patch.setattr(chain_bound, name, value)
             values.append(chain_lower_bound(instance))
     return values
+
+
+def _small_moe(experts: int) -> partition.OpGraph:
+    """One MoE layer of ``experts`` experts (top-2) at small widths."""
+    return synthetic.moe_graph(
+        layers=1, experts=experts, hidden=1024, expert_intermediate=1024, top_k=2, vocab=1000, seq=2048
+    )
 
 
 def _chain(rng: np.random.Generator, n: int, edge_bytes) -> nx.DiGraph:
@@ -136,9 +143,7 @@ def test_prices_every_tensor_between_full_stages_across_hosts() -> None:
 def test_cuts_inside_an_moe_layer_pay_for_the_experts_they_touch(monkeypatch) -> None:
     # Cells of an MoE layer: a cut holding work x has started at least the experts that work
     # takes, each sending a tensor to the combine or on within the expert.
-    graph = synthetic.moe_graph(
-        layers=1, experts=8, hidden=1024, expert_intermediate=1024, top_k=2, vocab=1000, seq=2048
-    )
+    graph = _small_moe(8)
     instance = partition.build_instance(graph, synthetic.hetero_cluster(2, 2), partition.Options(stages=4))
     monkeypatch.setattr(chain_bound, "_EXACT_OPS", 0)
     with_branches = chain_lower_bound(instance)
@@ -189,14 +194,7 @@ def _fan(seed: int) -> partition.Instance:
     cluster = partition.parse_cluster({"name": "two", "hosts": TWO_HOSTS, "inter_host_link": "ib-hdr"})
     graph = partition.graph_from_networkx(dag, f"fan-{seed}")
     if seed % 3 == 0:  # one output per op, read by all its successors (an MoE layer's hidden state)
-        outputs: dict[str, list[partition.Tensor]] = {}
-        for tensor in graph.tensors:
-            outputs.setdefault(tensor.producer, []).append(tensor)
-        tensors = tuple(
-            partition.Tensor(f"{p}.out", ts[0].bytes, p, tuple(c for t in ts for c in t.consumers))
-            for p, ts in outputs.items()
-        )
-        graph = partition.OpGraph(graph.name, graph.ops, tensors, graph.weights)
+        graph = one_output_per_op(graph)
     mode = "once" if seed % 2 else "per-destination"
     return partition.make_instance(graph, cluster, int(rng.integers(2, 5)), comm_mode=mode)
 
@@ -217,9 +215,7 @@ def test_stages_inside_an_moe_layer_pay_for_whole_experts(monkeypatch) -> None:
     # sends a tensor per expert it touches (it paid nothing beyond its compute), an expert's
     # cheap element-wise ops no longer stand in for its matmuls, and a cut through the experts
     # sends the hidden state unless it holds every gather: each raises the bound.
-    graph = synthetic.moe_graph(
-        layers=1, experts=8, hidden=1024, expert_intermediate=1024, top_k=2, vocab=1000, seq=2048
-    )
+    graph = _small_moe(8)
     instance = partition.build_instance(graph, synthetic.hetero_cluster(3, 2), partition.Options(stages=4))
     monkeypatch.setattr(chain_bound, "_EXACT_OPS", 0)
     bound = chain_lower_bound(instance)
@@ -303,19 +299,24 @@ def test_never_above_a_proven_optimum_on_small_transformers(model, stages, hosts
         assert chain_lower_bound(instance) <= exact.bottleneck * (1 + 1e-9)
 
 
-def test_branch_communication_never_exceeds_what_an_ideal_sends() -> None:
-    # Every ideal of a three-expert MoE segment (the join outside it): the hull-priced tensors
-    # its branch parts send are at most the ones they do send, on every type's best link.
-    graph = synthetic.moe_graph(
-        layers=1, experts=3, hidden=1024, expert_intermediate=1024, top_k=2, vocab=1000, seq=2048
-    )
-    instance = partition.build_instance(graph, synthetic.hetero_cluster(3, 1), partition.Options(stages=3))
+def _moe_block() -> tuple[partition.Instance, chain_bound._Builder, tuple[int, int, int], np.ndarray]:
+    """A three-expert MoE layer on MI300X, H100 and A100: the instance, its builder, its largest
+    block (segment, first op, end) and every ideal of that block (ideals × ops)."""
+    cluster = synthetic.hetero_cluster(3, 1)
+    instance = partition.build_instance(_small_moe(3), cluster, partition.Options(stages=3))
     builder = chain_bound._Builder(instance)
     b = int(np.argmax(np.diff(builder.bounds)))
     lo, hi = int(builder.bounds[b]), int(builder.bounds[b + 1])
-    found = builder.segment_branches(b, lo, hi)
     ideals = chain_bound._ideals(builder, b, lo, hi, 100_000)
     members = np.array([[ideal >> u & 1 for u in range(hi - lo)] for ideal in ideals], dtype=bool)
+    return instance, builder, (b, lo, hi), members
+
+
+def test_branch_communication_never_exceeds_what_an_ideal_sends() -> None:
+    # Every ideal of a three-expert MoE segment (the join outside it): the hull-priced tensors
+    # its branch parts send are at most the ones they do send, on every type's best link.
+    instance, builder, (b, lo, hi), members = _moe_block()
+    found = builder.segment_branches(b, lo, hi)
     members = members[~members[:, found.join]]
     made = builder.by_segment[b]
     in_branch = found.label[builder.producer[made] - lo] >= 0
@@ -337,9 +338,7 @@ def test_branch_communication_never_exceeds_what_an_ideal_sends() -> None:
 def test_time_left_before_the_deadline_refines_the_cells(monkeypatch) -> None:
     # An MoE layer relaxed to cells: with time to spare, passes with two and four times as
     # many cells follow, and a stage's ends lose less work to its cells' edges.
-    graph = synthetic.moe_graph(
-        layers=1, experts=8, hidden=1024, expert_intermediate=1024, top_k=2, vocab=1000, seq=2048
-    )
+    graph = _small_moe(8)
     instance = partition.build_instance(graph, synthetic.hetero_cluster(3, 1), partition.Options(stages=3))
     monkeypatch.setattr(chain_bound, "_EXACT_OPS", 0)
     coarse = chain_lower_bound(instance)
@@ -351,15 +350,8 @@ def test_work_curves_never_exceed_an_ideals_time() -> None:
     # Every ideal of a three-expert MoE block: its time on each type is at least the grouped
     # knapsack's L at its work on each reference type (and the rest's at least U), and the
     # groups are tighter than ops alone somewhere.
-    graph = synthetic.moe_graph(
-        layers=1, experts=3, hidden=1024, expert_intermediate=1024, top_k=2, vocab=1000, seq=2048
-    )
-    instance = partition.build_instance(graph, synthetic.hetero_cluster(3, 1), partition.Options(stages=3))
-    builder = chain_bound._Builder(instance)
-    b = int(np.argmax(np.diff(builder.bounds)))
-    lo, hi = int(builder.bounds[b]), int(builder.bounds[b + 1])
-    ideals = chain_bound._ideals(builder, b, lo, hi, 100_000)
-    members = np.array([[ideal >> u & 1 for u in range(hi - lo)] for ideal in ideals], dtype=float)
+    instance, builder, (b, lo, hi), inside = _moe_block()
+    members = inside.astype(float)
     times = builder.times[lo:hi]
     held, rest = members @ times, (1 - members) @ times  # ideals × types
     tighter = False
