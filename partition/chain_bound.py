@@ -37,9 +37,12 @@ linear order (segment by segment; nested cuts never go backwards):
   from standing in for its matmuls. Segments in between are charged exactly. The crossing
   tensors of such a cut are at least the tensors from ``d_b`` to ``d_{b+1}`` (``d_b ∈ P``,
   ``d_{b+1} ∉ P``) plus, for some op ``w ∉ P`` whose segment predecessors are all in ``P``,
-  ``w``'s inputs from the segment (the cheapest such ``w`` is charged) or, when more, one
-  tensor per *branch* ``P`` must have started to hold ``x_g`` of work (an MoE layer's
-  experts; :meth:`_Builder.touched_branches`).
+  ``w``'s inputs from the segment (the cheapest such ``w`` is charged) or, when more, what
+  ``P``'s parts of the *branches* send: at least one tensor per branch ``P`` must have started
+  to hold ``x_g`` of work (an MoE layer's experts; :meth:`_Builder.touched_branches`), and at
+  least the fractional knapsack over each branch's convex hull of (work, communication) over
+  its ideals (:meth:`_Builder.branch_comm`), plus a tensor made outside the branches and read
+  by them once its maker is certainly in ``P`` (:meth:`_Builder.shared_inputs`).
 
 Each position gets, per type, ``end_τ`` and ``start_τ`` such that a stage on ``τ`` from cut
 ``I`` to cut ``J`` computes at least ``end_τ(J) − start_τ(I)``, and ``recv_τ(I)``/``send_τ(J)``,
@@ -51,8 +54,9 @@ writes every crossing tensor of ``J`` (by the edge property above), so its time 
 ``end_τ(J) + send_τ(J) − start_τ(I) + recv_τ(I)``; otherwise at least its compute, and, from
 a cell of a segment with branches, also what it certainly exchanges: ending in a cell it
 sends a tensor per branch it touches (it holds at least ``x_j − x_{i+1}`` of work and the join
-is not in its end's ideal), ending at the boundary it holds the join and receives a tensor
-from each branch its start's ideal touched (:meth:`_Builder.inner_stages`). With
+is not in its end's ideal), over the link to the next stage when that one is full (it reads
+every tensor crossing the end); ending at the boundary it holds the join and receives what
+its start's branch parts send (:meth:`_Builder.inner_stages`). With
 ``--overlap`` communication is dropped (``max(compute, comm) ≥ compute``).
 
 **Handed tensors.** The stage ending at a cut ``I`` is a non-empty up-set of ``I``, so it holds
@@ -123,11 +127,8 @@ class _Positions:
     (count, bytes)): tensors that certainly go from the stage ending at the cut to the stage
     starting there (``None``: nothing known); ``crossing`` (the same shape): the tensors that
     ``send``/``recv`` price, as raw amounts; ``cell``: rows that stand for several cuts (a
-    stage may start and end in one); ``inner``: per relaxed segment with branches, the row of
-    its first cell, what a stage from cell ``i`` to cell ``j`` certainly sends (segments × i ×
-    j × types, and as raw (count, bytes) in the last array) and what one from cell ``i`` to
-    the boundary after certainly receives (segments × i × types), see
-    :meth:`_Builder.inner_stages`."""
+    stage may start and end in one); ``inner``: what stages inside relaxed segments with
+    branches certainly exchange (:class:`_Inner`)."""
 
     end: np.ndarray
     start: np.ndarray
@@ -137,7 +138,21 @@ class _Positions:
     handed: np.ndarray | None = None
     crossing: np.ndarray | None = None
     cell: np.ndarray | None = None
-    inner: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+    inner: _Inner | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class _Inner:
+    """Stages inside the relaxed segments with branches (:meth:`_Builder.inner_stages`), stacked
+    over those segments: ``first``, the row of each one's first cell; from start cell ``i``,
+    what a stage ending in cell ``j`` certainly sends (``send``: segments × i × j × types on each
+    type's best link; ``sent``: the raw (count, bytes)), and what one reaching the boundary
+    after certainly receives (``received``: segments × i × types)."""
+
+    first: np.ndarray
+    send: np.ndarray
+    sent: np.ndarray
+    received: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -184,8 +199,7 @@ class _Pairs:
         latency, inverse = self.latency[sender, receiver], self.inverse[sender, receiver]
         if less is not None:
             latency, inverse = latency - self.base_latency[less], inverse - self.base_inverse[less]
-        parts = np.multiply(handed, np.array([latency, inverse]), out=np.zeros_like(handed), where=handed > 0)
-        return parts.sum(axis=1)
+        return _priced(handed, (latency, inverse))
 
 
 def _pairs(instance: Instance, latency: np.ndarray, bandwidth: np.ndarray) -> _Pairs:
@@ -274,7 +288,7 @@ class _Builder:
         self.hull_cache: dict[tuple, tuple] = {}
         self.cells = _CELLS  # per relaxed segment
         self.branches: dict[int, _Branches | None] = {}
-        self.cell_stages: list[tuple[int, np.ndarray, np.ndarray]] = []
+        self.cell_stages: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []  # see _Inner
 
     def segment_ideals(self, b: int) -> list[int] | None:
         """Segment ``b``'s ideals (see :func:`_ideals`), or ``None`` when it is relaxed to cells;
@@ -574,15 +588,7 @@ class _Builder:
             if key not in self.hull_cache:
                 self.hull_cache[key] = self._branch_comm_hull(masks, shape, times[members], reference)
             pieces.append(self.hull_cache[key])
-        curves = []
-        for t in range(times.shape[1]):
-            dx = np.concatenate([piece[t][0] for piece in pieces])
-            dy = np.concatenate([piece[t][1] for piece in pieces])
-            order = np.argsort(dy / dx, kind="stable")
-            curves.append(
-                (np.concatenate([[0.0], np.cumsum(dx[order])]), np.concatenate([[0.0], np.cumsum(dy[order])]))
-            )
-        return curves
+        return [_knapsack(_joined([piece[t] for piece in pieces])) for t in range(times.shape[1])]
 
     def _branch_comm_hull(
         self, masks: tuple[int, ...], outputs: tuple, times: np.ndarray, reference: int
@@ -693,8 +699,7 @@ class _Builder:
         sent = self.branch_tensors(b, lo, hi, work, held, upper)  # i × j × (count, bytes)
         send = self.comm(sent[..., 1], sent[..., 0])  # i × j × types
         send[np.tril_indices(g, -1)] = np.inf  # a stage never ends before it starts
-        sent[np.tril_indices(g, -1)] = np.inf
-        self.cell_stages.append((first + 1, send, branches, sent))
+        self.cell_stages.append((first + 1, send, sent, branches))
 
     def work_curves(self, b: int, lo: int, hi: int, reference: int) -> tuple[list, list]:
         """Per type, the breakpoints ``(xs, ys)`` of ``L_τ`` (least time of an ideal of the
@@ -724,15 +729,7 @@ class _Builder:
         pieces = [self.group_hulls(found, members, times, reference) for members in groups]
         for t in range(times.shape[1]):
             for side, curves in ((0, down), (1, up)):
-                dx = np.concatenate([piece[side][t][0] for piece in pieces])
-                dy = np.concatenate([piece[side][t][1] for piece in pieces])
-                order = np.argsort(dy / dx, kind="stable")
-                curves.append(
-                    (
-                        np.concatenate([[0.0], np.cumsum(dx[order])]),
-                        np.concatenate([[0.0], np.cumsum(dy[order])]),
-                    )
-                )
+                curves.append(_knapsack(_joined([piece[side][t] for piece in pieces])))
         return down, up
 
     def group_hulls(
@@ -757,14 +754,7 @@ class _Builder:
             if ideals is None:  # too many: its ops alone
                 parts = [self.group_hulls(found, np.array([v]), times, reference) for v in members]
                 self.hull_cache[key] = tuple(
-                    [
-                        (
-                            np.concatenate([p[side][t][0] for p in parts]),
-                            np.concatenate([p[side][t][1] for p in parts]),
-                        )
-                        for t in range(times.shape[1])
-                    ]
-                    for side in (0, 1)
+                    [_joined([p[side][t] for p in parts]) for t in range(times.shape[1])] for side in (0, 1)
                 )
             else:
                 inside = np.array(
@@ -777,6 +767,29 @@ class _Builder:
                     for xy in (points, total[None, :] - points)
                 )
         return self.hull_cache[key]
+
+
+def _priced(amounts: np.ndarray, link: tuple[float, float]) -> np.ndarray:
+    """The time of (count, bytes) ``amounts`` (last axis) over ``link`` (latency, seconds per
+    byte); nothing costs nothing, even over no link at all (infinite latency)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(amounts[..., 0] > 0, amounts[..., 0] * link[0], 0.0) + np.where(
+            amounts[..., 1] > 0, amounts[..., 1] * link[1], 0.0
+        )
+
+
+def _joined(segments: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Several lists of hull segments ``(dx, dy)`` as one."""
+    return np.concatenate([dx for dx, _ in segments]), np.concatenate([dy for _, dy in segments])
+
+
+def _knapsack(segments: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Breakpoints ``(xs, ys)`` of the fractional knapsack over hull segments ``(dx, dy)``: the
+    least ``y`` for each ``x``, the segments taken in increasing slope (each group's hull is
+    convex, so its own segments keep their order)."""
+    dx, dy = segments
+    order = np.argsort(dy / dx, kind="stable")
+    return np.concatenate([[0.0], np.cumsum(dx[order])]), np.concatenate([[0.0], np.cumsum(dy[order])])
 
 
 def _downsets(masks: tuple[int, ...], limit: int) -> list[int] | None:
@@ -864,8 +877,7 @@ def _positions(builder: _Builder, reference: int) -> tuple[_Positions, bool]:
     recv[0] = 0.0
     inner = None
     if builder.cell_stages:
-        firsts, sends, recvs, sent = zip(*builder.cell_stages, strict=True)
-        inner = (np.array(firsts), np.stack(sends), np.stack(recvs), np.stack(sent))
+        inner = _Inner(*(np.stack(part) for part in zip(*builder.cell_stages, strict=True)))
     return _Positions(end, start, send, recv, threshold, handed, amounts, cell, inner), relaxed
 
 
@@ -939,24 +951,18 @@ class _Relaxation:
         next stage is full it reads every tensor crossing the end, so these come straight to it.
         """
         limits = np.full(self.last + 1, self.last, dtype=np.int64)
-        if self.positions.inner is None:
+        inner = self.positions.inner
+        if inner is None:
             return limits
-        firsts, send, recv, sent = self.positions.inner
-        cells = send.shape[1]
-        rows = firsts[:, None] + np.arange(cells)[None, :]  # segments × cells
+        cells = inner.send.shape[1]
+        rows = inner.first[:, None] + np.arange(cells)[None, :]  # segments × cells
         start = self.positions.start[rows, kind]
-        if link is None:
-            sending = send[..., kind]
-        else:
-            with np.errstate(invalid="ignore"):  # no such link (inf) times nothing to send
-                sending = np.where(sent[..., 0] > 0, sent[..., 0] * link[0], 0.0) + np.where(
-                    sent[..., 1] > 0, sent[..., 1] * link[1], 0.0
-                )
-            sending[:, *np.tril_indices(cells, -1)] = np.inf  # a stage never ends before it starts
+        sending = inner.send[..., kind] if link is None else _priced(inner.sent, link)
         within = end[rows][:, None, :] - start[:, :, None] + sending <= bottleneck  # s × i × j
+        within[:, *np.tril_indices(cells, -1)] = False  # a stage never ends before it starts
         furthest = np.where(within.any(axis=2), cells - 1 - within[:, :, ::-1].argmax(axis=2), -1)
-        boundary = firsts + cells
-        to_boundary = end[boundary][:, None] - start + recv[..., kind] <= bottleneck
+        boundary = inner.first + cells
+        to_boundary = end[boundary][:, None] - start + inner.received[..., kind] <= bottleneck
         limits[rows] = np.where(
             to_boundary, boundary[:, None], np.where(furthest >= 0, rows - np.arange(cells) + furthest, -1)
         )
@@ -968,8 +974,9 @@ class _Relaxation:
         receive]`` of a full stage (``-1`` where it cannot be one) and ``partial[κ, ν, strong
         send]`` of a stage that is not (it ends by the boundary after its start, paying its
         compute and what :meth:`cell_limits` says, its sends over κ → ν when strong: the next
-        stage is full), each a running maximum as in :meth:`reach`. A stage holds an op, so it ends at a later
-        position, or in the same one when that is a cell: no empty stage changes ``σ``."""
+        stage is full), each a running maximum as in :meth:`reach`. A stage holds an op, so it
+        ends at a later position, or in the same one when that is a cell: no empty stage changes
+        ``σ``."""
         types = self.positions.end.shape[1]
         threshold, here = self.positions.threshold, np.arange(self.last + 1)
         ends, handed = self.positions.end, self.positions.handed
@@ -1182,15 +1189,15 @@ def chain_lower_bound(
     _, distinct = np.unique(totals, return_index=True)  # one reference per type, not per class
     references = [int(r) for r in distinct[np.argsort(totals[distinct], kind="stable")]]
     while True:
-        found: dict[int, float] = {}
+        values: dict[int, float] = {}
         started = time.perf_counter()
         for reference in references:
             positions, relaxed = _positions(builder, reference)
             # the relaxation without the handed tensors' links is far cheaper: its value brackets
             # the bisection of the one with them from below
             for links in (None, pairs) if pairs is not None else (None,):
-                found[reference] = _bisect(_Relaxation(instance, positions, links), best, upper, deadline)
-                best = max(best, found[reference])
+                values[reference] = _bisect(_Relaxation(instance, positions, links), best, upper, deadline)
+                best = max(best, values[reference])
             if not relaxed or (deadline is not None and time.perf_counter() > deadline):
                 return best
         if (
@@ -1202,7 +1209,7 @@ def chain_lower_bound(
             return best
         # time left: finer cells, the most telling reference first
         builder.cells *= _FINER
-        references.sort(key=lambda r: -found.get(r, 0.0))
+        references.sort(key=lambda r: -values.get(r, 0.0))
 
 
 def _bisect(relaxation: _Relaxation, floor: float, upper: float | None, deadline: float | None) -> float:
