@@ -9,8 +9,12 @@ from conftest import random_dag_instance
 from exhaustive import exhaustive_optimum
 
 import partition
+import partition.api
+import partition.solvers
 from partition import synthetic
 from partition.aggregate_bound import aggregate_lower_bound
+from partition.placement import Status
+from partition.solvers import Outcome, Solver, get_solver
 
 TWO_HOSTS = [
     {"name": "h0", "devices": {"H100-SXM": 1, "L4": 1}, "intra_link": "pcie5"},
@@ -134,3 +138,35 @@ def test_stops_when_the_chain_bound_meets_the_first_splits() -> None:
     assert any("chain bound met" in m for m in messages)
     assert not any("generation" in m or m.startswith("lns:") for m in messages)
     assert any(note.endswith("bound = dominator-chain relaxation") for note in result.notes)
+
+
+def test_the_chain_bound_gets_the_time_an_early_search_left(monkeypatch) -> None:
+    # Nothing but the evaluation follows anytime, so when its search ends early the bound may
+    # use most of the limit that is left (for finer cells), not only its 10% share.
+    instance = partition.build_instance(
+        synthetic.decoder_graph(layers=2, hidden=256, intermediate=512, vocab=100, seq=64),
+        synthetic.hetero_cluster(2, 2),
+        partition.Options(stages=4),
+    )
+
+    class _Quick(Solver):
+        name = "anytime"
+        capabilities = get_solver("anytime").capabilities
+
+        def solve(self, instance, settings):
+            placement = get_solver("uniform").solve(instance, settings).placement
+            return Outcome(placement, Status.FEASIBLE, 0.0, ())
+
+    budgets: list[float] = []
+
+    def recording(instance, upper, *, deadline):
+        budgets.append(deadline - time.perf_counter())
+        return 0.0
+
+    monkeypatch.setitem(partition.solvers._REGISTRY, "anytime", _Quick)
+    monkeypatch.setattr(partition.api, "chain_lower_bound", recording)
+    partition.solve(instance, "anytime", time_limit=20.0)
+    partition.solve(instance, "uniform", time_limit=20.0)
+    assert len(budgets) == 2
+    assert budgets[0] > 0.7 * 20.0  # 80% of the ~20 s left
+    assert budgets[1] <= 0.1 * 20.0 + 1e-6  # any other solver keeps the 10% share
