@@ -484,6 +484,23 @@ class _Builder:
                 ancestors[predecessors[u]] = True
         return _Branches(join, feeding, np.where(label >= 0, label, -1), ancestors, predecessors)
 
+    def join_outside(self, found: _Branches, work: np.ndarray, upper: np.ndarray) -> np.ndarray:
+        """Whether an ideal of the segment worth at most ``upper`` of ``work`` certainly leaves
+        the join out: it is worth less than the join and its ancestors, or those are the whole
+        segment (an ideal holding the join is then the whole segment, which no cell is)."""
+        if found.ancestors.all():
+            return np.ones(np.shape(upper), dtype=bool)
+        return np.asarray(upper) <= work[found.ancestors].sum()
+
+    def least_tensors(self, b: int, lo: int, hi: int, found: _Branches) -> np.ndarray:
+        """Per op of the segment, at each branch's feeding op, the branch's smallest tensor that
+        some op reads (``inf`` elsewhere): what a branch touched by a cut sends at least."""
+        smallest = np.full(hi - lo, np.inf)
+        made = self.by_segment[b]
+        mine = found.label[self.producer[made] - lo] >= 0
+        np.minimum.at(smallest, found.label[self.producer[made[mine]] - lo], self.size[made[mine]])
+        return smallest
+
     def touched_branches(self, b: int, lo: int, hi: int, work: np.ndarray, cuts: np.ndarray) -> np.ndarray:
         """Per cell, (count, bytes) of tensors certainly crossing a cut in it, one per *branch*
         the cut's ideal ``P`` touches (zero when none is certain): :meth:`branch_tensors` of
@@ -511,18 +528,14 @@ class _Builder:
         label, feeding = found.label, found.feeding
         branch = label >= 0
         weights = np.bincount(label[branch], work[branch], minlength=hi - lo)[feeding]
-        smallest = np.full(hi - lo, np.inf)  # per branch, its least tensor read by some op
-        made = self.by_segment[b]
-        mine = branch[self.producer[made] - lo]
-        np.minimum.at(smallest, label[self.producer[made[mine]] - lo], self.size[made[mine]])
-        least = np.sort(np.where(np.isfinite(smallest[feeding]), smallest[feeding], 0.0))
+        smallest = self.least_tensors(b, lo, hi, found)[feeding]
+        least = np.sort(np.where(np.isfinite(smallest), smallest, 0.0))
         others = float(work[~branch].sum())
         heaviest = np.cumsum(np.sort(weights)[::-1])
         needed = held - others - _SAFETY * max(float(work.sum()), 1e-300)
         count = np.where(needed > 0, np.searchsorted(heaviest, needed, side="left") + 1, 0)
         count = np.minimum(count, len(feeding))
-        if not found.ancestors.all():  # else an ideal with the join is the whole segment: no cell
-            count[upper > work[found.ancestors].sum()] = 0  # the join may be in it: nothing certain
+        count[~self.join_outside(found, work, upper)] = 0  # the join may be in it: nothing certain
         bytes_ = np.concatenate([[0.0], np.cumsum(least)])[count]
         return np.stack([count.astype(float), bytes_], axis=-1).reshape(shape)
 
@@ -532,7 +545,7 @@ class _Builder:
         """Per type (last axis), the least time, over the type's best link, of the tensors the
         branches' parts in an ideal ``P`` send out, when ``P`` holds at least ``held`` of the
         segment's work on ``reference`` and at most ``upper`` (zero when the join may be in
-        ``P``); at least :meth:`touched_branches`' one tensor per branch.
+        ``P``); at least :meth:`branch_tensors`' one tensor per branch.
 
         ``P`` meets each branch ``B`` in an ideal ``D`` of ``B``; the tensors made in ``D`` and
         read in ``B \\ D``, by the join or outside the segment certainly cross (the join is
@@ -551,10 +564,8 @@ class _Builder:
             [np.interp(need, xs, ys) for xs, ys in self.comm_curves(b, lo, hi, reference)], axis=-1
         )
         counted = self.branch_tensors(b, lo, hi, work, held, upper)
-        least = self.comm(counted[..., 1], counted[..., 0])
-        if not found.ancestors.all():
-            hulls[upper > work[found.ancestors].sum()] = 0.0
-        return np.maximum(hulls, least)
+        hulls[~self.join_outside(found, work, upper)] = 0.0
+        return np.maximum(hulls, self.comm(counted[..., 1], counted[..., 0]))
 
     def comm_curves(self, b: int, lo: int, hi: int, reference: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per type, breakpoints ``(work, time)`` of the least communication of the branches'
@@ -639,18 +650,15 @@ class _Builder:
         if found is None:
             return branches, branches
         work = self.times[lo:hi, reference]
-        join_out = np.full(len(cuts) - 1, True)
-        if not found.ancestors.all():
-            join_out = cuts[1:] <= work[found.ancestors].sum()
+        join_out = self.join_outside(found, work, cuts[1:])
         made = self.by_segment[b]
         pairs = self.pairs_by_segment[b]
         successors: list[list[int]] = [[] for _ in range(hi - lo)]
         for v, preds in enumerate(found.predecessors):
             for u in preds:
                 successors[u].append(v)
-        smallest = np.full(hi - lo, np.inf)  # per branch (its feeding op), its least tensor
         mine = found.label[self.producer[made] - lo] >= 0
-        np.minimum.at(smallest, found.label[self.producer[made[mine]] - lo], self.size[made[mine]])
+        smallest = self.least_tensors(b, lo, hi, found)
         least = self.comm(np.where(np.isfinite(smallest), smallest, 0.0), np.isfinite(smallest).astype(float))
         cut, received = branches, branches
         for tensor in made[~mine]:
