@@ -29,7 +29,9 @@ from .solvers.ideal_dp import ideal_count
 from .solvers.lns import polish
 
 _OPTIMALITY_TOLERANCE = 1e-6
-_AUTO_IDEAL_LIMIT = 3_000  # ideal-dp takes ~15 s at 2 700 ideals and grows about quadratically
+# ideal-dp takes ~15 s at 2 700 ideals and grows about quadratically; bert_legacy's 3 203 ideals:
+# 8-25 s, and a proven bound far above CP-SAT's (bench/towers.md)
+_AUTO_IDEAL_LIMIT = 4_000
 _AUTO_ANYTIME_OPS = 2_000  # beyond this the CP-SAT model (ops × stages booleans) is too slow to help
 _ORDER_DP_OPS = 4_000  # the order DP's dense (n+1)² tables
 AUTO_TIME_LIMIT = 60.0  # seconds ``auto`` spends when the user gives no limit
