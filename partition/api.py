@@ -17,7 +17,6 @@ import numpy as np
 
 from .aggregate_bound import aggregate_lower_bound
 from .bounds import trivial_lower_bound
-from .chain_bound import chain_lower_bound
 from .cluster import Cluster, load_cluster
 from .errors import InfeasibleError, InputError, PartitionError, SolverError
 from .evaluator import evaluate
@@ -27,6 +26,7 @@ from .placement import Result, Status
 from .solvers import Outcome, Settings, get_solver
 from .solvers.ideal_dp import ideal_count
 from .solvers.lns import polish
+from .tower_bound import structural_lower_bound
 
 _OPTIMALITY_TOLERANCE = 1e-6
 # ideal-dp takes ~15 s at 2 700 ideals and grows about quadratically; bert_legacy's 3 203 ideals:
@@ -232,18 +232,21 @@ def _polish_with_lns(
 def _with_chain_bound(
     instance: Instance, outcome: Outcome, bound: float, budget: float
 ) -> tuple[float, tuple[str, ...]]:
-    """``bound`` raised to the dominator-chain bound (:mod:`.chain_bound`) when that is higher,
-    with a note saying so. The relaxation is bisected below the incumbent's bottleneck, its only
-    use of the placement, so it is computed once, within ``budget`` seconds."""
+    """``bound`` raised to the dominator-chain or two-tower bound (:mod:`.chain_bound`,
+    :mod:`.tower_bound`) when that is higher, with a note saying which. The relaxations are
+    bisected below the incumbent's bottleneck, their only use of the placement, so they are
+    computed once, within ``budget`` seconds."""
     if outcome.placement is None:
         return bound, ()
     bottleneck = evaluate(instance, outcome.placement).bottleneck
     if not math.isfinite(bottleneck) or bottleneck <= bound * (1 + _OPTIMALITY_TOLERANCE):
         return bound, ()
-    chain = chain_lower_bound(instance, bottleneck, deadline=time.perf_counter() + budget)
-    if chain <= bound:
+    value, name = structural_lower_bound(
+        instance, bottleneck, floor=bound, deadline=time.perf_counter() + budget
+    )
+    if value <= bound:
         return bound, ()
-    return chain, (f"bound: dominator-chain relaxation, {chain * 1e3:.6g} ms",)
+    return value, (f"bound: {name}, {value * 1e3:.6g} ms",)
 
 
 def solve(

@@ -28,7 +28,8 @@ linear order (segment by segment; nested cuts never go backwards):
   gives a valid bound and the largest is kept): a cut ``P ≠ ∅`` with ``x = Σ_{v∈P} t_r(v)`` in
   ``[x_g, x_{g+1})`` maps to cell ``g``. With ``L_τ(x)`` the least time on type ``τ`` of an
   ideal of the segment worth ``x`` on ``r``, relaxed to a fractional knapsack over *groups*
-  (each branch below, every other op alone: ``P`` meets a group in an ideal of the group, so
+  (each branch below, or without branches each weakly connected component of the segment's
+  ops but its head; every other op alone: ``P`` meets a group in an ideal of the group, so
   its time is at least the sum of each group's lower convex hull of (work, time) over its
   ideals, taken in increasing slope; ``L_r(x) = x``), a stage of type ``τ`` ending at ``P``
   computes at least ``L_τ(x_g)`` of the segment, and one starting there at least ``U_τ(X −
@@ -101,6 +102,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -453,23 +455,34 @@ class _Builder:
             self.branches[b] = self._find_branches(b, lo, hi)
         return self.branches[b]
 
-    def _find_branches(self, b: int, lo: int, hi: int) -> _Branches | None:
+    def _inner_edges(self, b: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """The (producer, reader) pairs of segment ``b``'s tensors read inside it, in local
+        op indices, each once per tensor read."""
         pairs = self.pairs_by_segment[b]
         inner = self.pair_op[pairs] < hi
-        source = self.producer[self.pair_tensor[pairs][inner]] - lo
-        target = self.pair_op[pairs][inner] - lo
+        return self.producer[self.pair_tensor[pairs][inner]] - lo, self.pair_op[pairs][inner] - lo
+
+    def segment_predecessors(self, b: int, lo: int, hi: int) -> list[list[int]]:
+        """Each op's distinct predecessors in segment ``b`` (local indices)."""
+        predecessors: list[list[int]] = [[] for _ in range(hi - lo)]
+        for u, v in set(zip(*(side.tolist() for side in self._inner_edges(b, lo, hi)), strict=True)):
+            predecessors[v].append(u)
+        return predecessors
+
+    def _find_branches(self, b: int, lo: int, hi: int) -> _Branches | None:
+        source, target = self._inner_edges(b, lo, hi)
         if not len(target):
             return None
         join = int(np.bincount(target, minlength=hi - lo).argmax())
         feeding = np.unique(source[target == join])
         if len(feeding) < 3:
             return None
+        predecessors = self.segment_predecessors(b, lo, hi)
         successors: list[list[int]] = [[] for _ in range(hi - lo)]
-        predecessors: list[list[int]] = [[] for _ in range(hi - lo)]
-        for u, v in set(zip(source.tolist(), target.tolist(), strict=True)):
-            predecessors[v].append(u)
+        for v, inputs in enumerate(predecessors):
             if v != join:
-                successors[u].append(v)
+                for u in inputs:
+                    successors[u].append(v)
         label = np.full(hi - lo, -1, dtype=np.int64)  # the one predecessor of J reached, -2: several
         label[feeding] = feeding
         for u in range(hi - lo - 1, -1, -1):  # ops are in topological order
@@ -712,36 +725,43 @@ class _Builder:
     def work_curves(self, b: int, lo: int, hi: int, reference: int) -> tuple[list, list]:
         """Per type, the breakpoints ``(xs, ys)`` of ``L_τ`` (least time of an ideal of the
         segment worth ``x`` on ``reference``) and of its twin for up-sets, both relaxed to
-        fractions of *groups*: each branch (:meth:`segment_branches`) with at most
-        :data:`_GROUP_IDEALS` ideals of its own, every other op alone.
+        fractions of *groups*: each branch (:meth:`segment_branches`), or in a segment without
+        branches each weakly connected component of its ops but its head (the chains hung on
+        T5's encoder output, :mod:`partition.tower_bound`), with at most :data:`_GROUP_IDEALS`
+        ideals of its own; every other op alone.
 
-        An ideal ``P`` meets a branch in an ideal of the branch (and the rest of the segment in
-        an up-set), so its time is at least the sum, over groups, of each group's lower convex
-        hull of (work, time) over its ideals; the least such sum for total work ``x`` takes the
-        hull segments in increasing slope (a fractional knapsack). Without the groups an MoE
+        An ideal ``P`` meets a branch or component in an ideal of it (and the rest of the
+        segment in an up-set), so its time is at least the sum, over groups, of each group's
+        lower convex hull of (work, time) over its ideals; the least such sum for total work
+        ``x`` takes the hull segments in increasing slope (a fractional knapsack). Without the groups an MoE
         expert's cheap element-wise ops, nearly as fast on an A100 as on an MI300X, would stand
         in for its matmuls."""
         found = self.segment_branches(b, lo, hi)
+        predecessors = found.predecessors if found is not None else self.segment_predecessors(b, lo, hi)
+        if found is not None:
+            candidates = [np.flatnonzero(found.label == head) for head in found.feeding]
+        else:
+            keep = np.ones(hi - lo, dtype=bool)
+            keep[0] = not self.heads[lo]  # the dominator head feeds every component
+            candidates = _components(predecessors, keep)
         groups: list[np.ndarray] = []
         alone = np.ones(hi - lo, dtype=bool)
-        if found is not None:
-            for head in found.feeding:
-                members = np.flatnonzero(found.label == head)
-                if len(members) > 1:
-                    groups.append(members)
-                    alone[members] = False
+        for members in candidates:
+            if len(members) > 1:
+                groups.append(members)
+                alone[members] = False
         groups.extend(np.array([v]) for v in np.flatnonzero(alone))
         times = self.times[lo:hi]
         down: list[tuple[np.ndarray, np.ndarray]] = []
         up: list[tuple[np.ndarray, np.ndarray]] = []
-        pieces = [self.group_hulls(found, members, times, reference) for members in groups]
+        pieces = [self.group_hulls(predecessors, members, times, reference) for members in groups]
         for t in range(times.shape[1]):
             for side, curves in ((0, down), (1, up)):
                 curves.append(_knapsack(_joined([piece[side][t] for piece in pieces])))
         return down, up
 
     def group_hulls(
-        self, found: _Branches | None, members: np.ndarray, times: np.ndarray, reference: int
+        self, predecessors: list[list[int]], members: np.ndarray, times: np.ndarray, reference: int
     ) -> tuple:
         """Per side (ideals, up-sets) and type, the segments ``(dx, dy)`` of one group's lower
         convex hull of (work on ``reference``, time), ``dx > 0``; cached by the group's shape."""
@@ -754,13 +774,13 @@ class _Builder:
             return single, single
         position = {int(v): i for i, v in enumerate(members)}
         masks = tuple(
-            sum(1 << position[u] for u in found.predecessors[int(v)] if int(u) in position) for v in members
+            sum(1 << position[u] for u in predecessors[int(v)] if int(u) in position) for v in members
         )
         key = (masks, times[members].tobytes(), reference)
         if key not in self.hull_cache:
             ideals = _downsets(masks, _GROUP_IDEALS)
             if ideals is None:  # too many: its ops alone
-                parts = [self.group_hulls(found, np.array([v]), times, reference) for v in members]
+                parts = [self.group_hulls(predecessors, np.array([v]), times, reference) for v in members]
                 self.hull_cache[key] = tuple(
                     [_joined([p[side][t] for p in parts]) for t in range(times.shape[1])] for side in (0, 1)
                 )
@@ -775,6 +795,25 @@ class _Builder:
                     for xy in (points, total[None, :] - points)
                 )
         return self.hull_cache[key]
+
+
+def _components(predecessors: list[list[int]], keep: np.ndarray) -> list[np.ndarray]:
+    """The weakly connected components of the ops where ``keep`` holds, by the predecessor
+    lists (edges to other ops ignored)."""
+    parent = list(range(len(predecessors)))
+
+    def root(v: int) -> int:
+        while parent[v] != v:
+            parent[v] = parent[parent[v]]
+            v = parent[v]
+        return v
+
+    for v, inputs in enumerate(predecessors):
+        for u in inputs:
+            if keep[u] and keep[v]:
+                parent[root(u)] = root(v)
+    roots = np.array([root(v) for v in range(len(predecessors))])
+    return [np.flatnonzero(roots == r) for r in np.unique(roots[keep])]
 
 
 def _priced(amounts: np.ndarray, link: tuple[float, float]) -> np.ndarray:
@@ -1028,7 +1067,7 @@ class _Relaxation:
         if self.pairs is not None:
             return self._feasible_with_pairs(bottleneck)
         reaches = self.reach(bottleneck)
-        vectors, previous_of, layers = self._count_layers()
+        vectors, previous_of, layers = _count_layers(self.counts, self.stages)
         furthest = np.zeros(len(vectors), dtype=np.int64)
         for layer in layers:
             for t, reach in enumerate(reaches):
@@ -1055,7 +1094,7 @@ class _Relaxation:
         are); a placement fits when some ``F(c, ·, ·, no next stage, ·)`` reaches the end."""
         full, partial = self.pair_reach(bottleneck)
         types = len(self.counts)
-        vectors, previous_of, layers = self._count_layers()
+        vectors, previous_of, layers = _count_layers(self.counts, self.stages)
         furthest = np.full((len(vectors), types + 1, 2, types + 1, 2), -1, dtype=np.int64)
         furthest[0] = 0
 
@@ -1087,23 +1126,26 @@ class _Relaxation:
                 return True
         return False
 
-    def _count_layers(self) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
-        """The count vectors ``c`` with ``|c| ≤ k`` (rows, the zero vector first), each one's
-        row less one stage of each type (``previous_of[κ]``; -1 where ``c_κ = 0``), and the
-        rows by ``|c| = 1, …, k``: ``F(c)`` depends only on the layer before, so each is
-        computed once."""
-        grid = np.array(list(itertools.product(*(range(c + 1) for c in self.counts))), dtype=np.int64)
-        used = grid.sum(axis=1)
-        grid = grid[used <= self.stages]
-        used = grid.sum(axis=1)
-        compact = np.full([c + 1 for c in self.counts], -1, dtype=np.int64)
-        compact[tuple(grid.T)] = np.arange(len(grid))
-        previous_of = []
-        for k in range(len(self.counts)):
-            less = grid.copy()
-            less[:, k] -= 1
-            previous_of.append(np.where(less[:, k] >= 0, compact[tuple(np.maximum(less, 0).T)], -1))
-        return grid, previous_of, [np.flatnonzero(used == s) for s in range(1, self.stages + 1)]
+
+def _count_layers(
+    counts: tuple[int, ...], stages: int
+) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
+    """The count vectors ``c`` with ``c_τ ≤ counts[τ]`` and ``|c| ≤ stages`` (rows, the zero
+    vector first), each one's row less one stage of each type (``previous_of[κ]``; -1 where
+    ``c_κ = 0``), and the rows by ``|c| = 1, …, stages``: ``F(c)`` depends only on the layer
+    before, so each is computed once."""
+    grid = np.array(list(itertools.product(*(range(c + 1) for c in counts))), dtype=np.int64)
+    used = grid.sum(axis=1)
+    grid = grid[used <= stages]
+    used = grid.sum(axis=1)
+    compact = np.full([c + 1 for c in counts], -1, dtype=np.int64)
+    compact[tuple(grid.T)] = np.arange(len(grid))
+    previous_of = []
+    for k in range(len(counts)):
+        less = grid.copy()
+        less[:, k] -= 1
+        previous_of.append(np.where(less[:, k] >= 0, compact[tuple(np.maximum(less, 0).T)], -1))
+    return grid, previous_of, [np.flatnonzero(used == s) for s in range(1, stages + 1)]
 
 
 def _largest_segment(instance: Instance) -> int:
@@ -1222,23 +1264,40 @@ def chain_lower_bound(
 
 def _bisect(relaxation: _Relaxation, floor: float, upper: float | None, deadline: float | None) -> float:
     """The largest value found infeasible above ``floor`` (``floor`` when there is none)."""
-    if upper is not None and np.isfinite(upper) and not relaxation.feasible(upper / (1 + _OPTIMAL)):
-        return upper / (1 + _OPTIMAL) * (1 - _SAFETY)  # ``upper`` is optimal within solve's tolerance
+    if upper is not None and np.isfinite(upper):
+        return _bisect_below(relaxation.feasible, floor, upper, deadline)
     if floor > 0 and relaxation.feasible(floor):
         return floor
-    lower, high = floor, upper
-    if high is None or not np.isfinite(high):
-        high = max(floor, float(relaxation.positions.end[-1].min()) / relaxation.stages) or 1.0
-        while not relaxation.feasible(high):
-            lower, high = high, 2.0 * high
-            if deadline is not None and time.perf_counter() > deadline:
-                return max(floor, lower * (1 - _SAFETY))
+    lower, high = floor, max(floor, float(relaxation.positions.end[-1].min()) / relaxation.stages) or 1.0
+    while not relaxation.feasible(high):
+        lower, high = high, 2.0 * high
+        if deadline is not None and time.perf_counter() > deadline:
+            return max(floor, lower * (1 - _SAFETY))
+    return max(floor, _narrowed(relaxation.feasible, lower, high, deadline) * (1 - _SAFETY))
+
+
+def _bisect_below(
+    feasible: Callable[[float], bool], floor: float, upper: float, deadline: float | None
+) -> float:
+    """The largest value ``feasible`` rejects in ``[floor, upper)``, found by bisection
+    (``floor``, a known bound, when none is); the first probe, just below ``upper``, proves
+    ``upper`` optimal when it is rejected."""
+    if not feasible(upper / (1 + _OPTIMAL)):
+        return upper / (1 + _OPTIMAL) * (1 - _SAFETY)  # ``upper`` is optimal within solve's tolerance
+    if floor > 0 and feasible(floor):
+        return floor
+    return max(floor, _narrowed(feasible, floor, upper, deadline) * (1 - _SAFETY))
+
+
+def _narrowed(feasible: Callable[[float], bool], lower: float, high: float, deadline: float | None) -> float:
+    """``lower`` raised, and ``high`` lowered, by bisection until they are within
+    :data:`_RELATIVE_GAP` (or the deadline passes); ``lower`` stays rejected."""
     while high - lower > _RELATIVE_GAP * high:
         if deadline is not None and time.perf_counter() > deadline:
             break
         middle = (lower + high) / 2
-        if relaxation.feasible(middle):
+        if feasible(middle):
             high = middle
         else:
             lower = middle
-    return max(floor, lower * (1 - _SAFETY))
+    return lower

@@ -159,12 +159,12 @@ def test_the_chain_bound_gets_the_time_an_early_search_left(monkeypatch) -> None
 
     budgets: list[float] = []
 
-    def recording(instance, upper, *, deadline):
+    def recording(instance, upper, *, floor, deadline):
         budgets.append(deadline - time.perf_counter())
-        return 0.0
+        return floor, ""
 
     monkeypatch.setitem(partition.solvers._REGISTRY, "anytime", _Quick)
-    monkeypatch.setattr(partition.api, "chain_lower_bound", recording)
+    monkeypatch.setattr(partition.api, "structural_lower_bound", recording)
     partition.solve(instance, "anytime", time_limit=20.0)
     partition.solve(instance, "uniform", time_limit=20.0)
     assert len(budgets) == 2

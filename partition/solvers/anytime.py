@@ -58,11 +58,11 @@ import time
 import numpy as np
 
 from ..aggregate_bound import aggregate_lower_bound
-from ..chain_bound import chain_lower_bound
 from ..coarsen import Coarsening, coarsen_exact, module_groups, sibling_groups
 from ..graph import keyed_topological_order
 from ..instance import Instance
 from ..placement import Placement, Status
+from ..tower_bound import structural_lower_bound
 from ._devices import host_orders, host_ranking, host_sequence, neighbour_hosts, used_hosts
 from ._scoring import Scorer, TensorArrays
 from .base import Capabilities, Outcome, Scope, Settings, Solver
@@ -420,15 +420,16 @@ class _Search:
         return self.deadline - time.perf_counter()
 
     def proven_by_chain_bound(self) -> bool:
-        """Raise the bound to the dominator-chain bound (:mod:`partition.chain_bound`, on the
-        original instance) where that is cheap; whether the incumbent now meets it, so that
-        the search can stop: on the 7B decoder at k = 32 it does after the first splits."""
+        """Raise the bound to the dominator-chain or two-tower bound (:mod:`partition.chain_bound`,
+        :mod:`partition.tower_bound`, on the original instance) where that is cheap; whether the
+        incumbent now meets it, so that the search can stop: on the 7B decoder at k = 32 it does
+        after the first splits."""
         if self.best_placement is None or len(self.instance.graph.ops) > _CHAIN_BOUND_OPS:
             return False
         deadline = time.perf_counter() + max(self.remaining(), 0.0) * _CHAIN_BOUND_SHARE
-        chain = chain_lower_bound(self.instance, self.best[0], deadline=deadline)
-        if chain > self.bound:
-            self.bound, self.bound_source = chain, "dominator-chain relaxation"
+        value, name = structural_lower_bound(self.instance, self.best[0], floor=self.bound, deadline=deadline)
+        if value > self.bound:
+            self.bound, self.bound_source = value, name
         return self.best[0] <= self.bound * (1 + _PROVEN)
 
     def report(self, what: str) -> None:

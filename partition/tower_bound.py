@@ -1,0 +1,510 @@
+"""A lower bound for graphs made of two independent towers (CLIP's image and text encoders,
+T5's encoder and decoder).
+
+The dominator chain of :mod:`partition.chain_bound` gives such a graph nothing: no op but the
+final similarity lies on every path, so one segment holds every op. Yet each tower alone is a
+chain of residual blocks, and a stage holds a contiguous piece of each.
+
+**Relaxations that expose the towers** (each keeps every placement valid and costs it no
+more, so the optimum can only fall):
+
+- Tensors read by three or more ops are read by their first reader only
+  (:func:`~partition.chain_bound._without_broadcasts`).
+- *Hung chains*, when the towers are still joined. An op whose one op-made input comes from
+  far back (more than :data:`_SPAN` of the ops; T5's cross-attention key and value projections
+  of the encoder's output), with the later ops that read only it and each other, keeps its
+  input and loses its readers outside the chain: the chain hangs at the end of its producer's
+  tower, and the precedences cut are remembered.
+- In the largest segment, the ops other than its first dominator fall into weakly connected
+  components with no edge between them. The two with the most work are the towers ``A`` and
+  ``B``; every other op is deleted (the join, small components). A placement restricted to the
+  remaining ops still puts producers at or before their readers, computes less and sends
+  fewer tensors; it may leave stages empty, which the DP below allows.
+- *Floating paths.* A cheap path that reads a tower's first op and feeds its end (CLIP's text
+  tower finds its end-of-text token by an ArgMax over the token ids) jumps over every residual
+  add of the tower. In each tower the reader at the end of the longest edge is deleted, with
+  every later op left without an op-made input, while that shrinks the tower's largest segment
+  and all deleted work stays within :data:`_FLOATING_SHARE` of the graph's on every type.
+
+**Products of positions.** An ideal ``J`` of what is left is ``J_A ∪ J_B`` with ``J_X`` an
+ideal of tower ``X``, and nested cuts stay nested in each tower. So the chain bound's
+positions of each tower alone (its cuts' compute prefixes ``end``/``start`` and crossing
+tensors ``send``/``recv`` per type, at each type's best link) place every cut at a pair
+``(a, b)``, and a stage from ``(a, b)`` to ``(a', b')`` on type ``τ`` takes at least
+``cost_A(a, a') + cost_B(b, b')``: its compute is the sum of the two parts', and its tensors
+are those of ``A`` and those of ``B``, priced one by one. A part's cost is 0 when it stays at
+its position, else the chain bound's: ``end(a') + send(a') − start(a) + recv(a)`` when ``a'``
+lies beyond the boundary after ``a``'s segment (the part then reads and writes every crossing
+tensor of its ends), its compute ``end(a') − start(a)`` otherwise; ``end`` and ``end + send``
+are replaced by their suffix minima and ``start`` and ``start − recv`` by their prefix maxima,
+which only lowers a part's cost and makes it no larger from a later start. Consecutive
+positions of one segment are merged into groups of at most ``1/R`` of the tower's work on the
+fastest type (``end``, ``send`` and ``recv`` the group's least, ``start`` its largest): a part
+inside one group costs 0, one between groups at least the formula above.
+
+**Cut precedences.** A hung chain's op ``u`` in one tower fed ``w`` in the other, and every
+cut of the graph holding ``w`` holds ``u``. A cut's part in ``w``'s tower holds ``w`` once it
+lies at or beyond the boundary after ``w``'s segment, and one holding ``u`` lies beyond the
+boundary before ``u``'s; so no reachable pair has ``u``'s tower at or before the latter while
+``w``'s is at or beyond the former (T5's decoder waits for the encoder).
+
+**Feasibility of a bottleneck ``T``.** ``G_c[a]`` is a ``b`` such that every pair a placement's
+first stages, ``c_τ`` of each type, may reach is at or below some ``(a'', G_c[a''])`` with
+``a'' ≥ a``; ``G_0`` holds ``(0, 0)``. A stage of type ``τ`` from a point ``(a, G[a])`` of
+``G_{c − e_τ}`` that no other point dominates to ``a'`` leaves ``T − cost_A(a, a')`` for ``B``,
+and ``G_c[a'] ≥`` the furthest ``b'`` that budget admits from ``G[a]`` (a binary search: both
+costs are monotone in the end and no larger from a later start, so the undominated points
+cover every pair below them). Pairs the cut precedences exclude are then removed (a point
+above one is lowered to it, one below is dropped). By induction every placement's cuts stay
+covered; so if no ``G_c[last_A]`` reaches ``last_B``, ``T`` is infeasible and a valid bound.
+The largest such ``T`` is bisected, with the positions refined (``R`` doubled) while time
+remains. Memory, colocation, exact stage counts, links between particular stage types and host
+counts are relaxed. With ``--overlap`` communication is dropped, as in the chain bound.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .chain_bound import (
+    _NO_CHAIN,
+    _bisect_below,
+    _Builder,
+    _components,
+    _count_layers,
+    _largest_segment,
+    _Positions,
+    _positions,
+    _Relaxation,
+    _without_broadcasts,
+    chain_lower_bound,
+    dominators,
+)
+from .instance import Instance
+
+_SPAN = 0.05  # of the ops: an op whose one input is made further back than this heads a hung chain
+_FLOATING_SHARE = 0.02  # of the graph's work (every type) that deleted floating paths may hold
+_RESOLUTIONS = (200, 400, 800)  # groups of positions per tower, refined while time remains
+_MAX_ROWS = 3_000  # grouped rows of the smaller tower (its cost matrices are rows² per type)
+_TOLERANCE = 1e-9  # a cut reaching this close to a set's work may hold it (rounding in the sums)
+
+
+@dataclass(frozen=True)
+class _Tower:
+    """One tower's grouped positions as the DP reads them (rows × types): ``full_start`` and
+    ``compute_start`` the prefix maxima of ``start − recv`` and ``start``, ``full_end`` and
+    ``compute_end`` the suffix minima of ``end + send`` and ``end``; ``threshold`` the last
+    row of the segment after each row's (beyond it a part pays its crossing tensors);
+    ``group_of`` each ungrouped row's group (a boundary row is a group of its own)."""
+
+    full_start: np.ndarray
+    compute_start: np.ndarray
+    full_end: np.ndarray
+    compute_end: np.ndarray
+    threshold: np.ndarray
+    group_of: np.ndarray
+
+    @property
+    def last(self) -> int:
+        return len(self.threshold) - 1
+
+    def lacking(self, row: int) -> int:
+        """The last group all of whose rows are at or before ungrouped ``row`` (-1: none)."""
+        if row < 0:
+            return -1
+        group = int(self.group_of[row])
+        whole = row + 1 == len(self.group_of) or self.group_of[row + 1] != group
+        return group if whole else group - 1
+
+    def costs(self, kind: int) -> np.ndarray:
+        """``cost[a, a']`` of a part on type ``kind`` from row ``a`` to row ``a'`` (0 on the
+        diagonal, ``inf`` below it)."""
+        rows = np.arange(self.last + 1)
+        full = self.full_end[None, :, kind] - self.full_start[:, None, kind]
+        compute = self.compute_end[None, :, kind] - self.compute_start[:, None, kind]
+        cost = np.maximum(np.where(rows[None, :] > self.threshold[:, None], full, compute), 0.0)
+        cost[rows[None, :] < rows[:, None]] = np.inf
+        cost[rows, rows] = 0.0
+        return cost
+
+    def reach(self, kind: int, start: np.ndarray, budget: np.ndarray) -> np.ndarray:
+        """The furthest row a part on type ``kind`` from row ``start`` reaches within ``budget``
+        (elementwise; at least ``start``, -1 where the budget is negative)."""
+        threshold = self.threshold[start]
+        full = np.searchsorted(self.full_end[:, kind], self.full_start[start, kind] + budget, "right") - 1
+        compute_start = self.compute_start[start, kind]
+        compute = np.searchsorted(self.compute_end[:, kind], compute_start + budget, "right") - 1
+        furthest = np.maximum(np.where(full > threshold, full, -1), np.minimum(compute, threshold))
+        return np.where(budget >= 0, np.maximum(furthest, start), -1)
+
+
+@dataclass(frozen=True)
+class Towers:
+    """The two towers of a graph as instances of their own, and the precedences ``(u, w)``
+    (op ids: ``u`` in one tower fed ``w`` in the other) that hanging chains cut."""
+
+    first: Instance
+    second: Instance
+    links: tuple[tuple[str, str], ...]
+
+
+def _finite(instance: Instance) -> np.ndarray:
+    """Op times per type, 0 where a type cannot run the op (as the chain bound counts them)."""
+    times = instance.costs.times
+    return np.where(np.isfinite(times), times, 0.0)
+
+
+def _predecessors(instance: Instance) -> list[list[int]]:
+    predecessors: list[list[int]] = [[] for _ in instance.graph.ops]
+    for u, v in instance.graph.edges:
+        predecessors[v].append(u)
+    return predecessors
+
+
+def _chain(predecessors: list[list[int]], first: int) -> np.ndarray:
+    """``first`` and every later op all of whose op-made inputs are in the chain (ops are in
+    topological order, so each op's inputs are decided before it)."""
+    chain = np.zeros(len(predecessors), dtype=bool)
+    chain[first] = True
+    for v in range(first + 1, len(predecessors)):
+        chain[v] = bool(predecessors[v]) and chain[predecessors[v]].all()
+    return chain
+
+
+def _hung(instance: Instance) -> tuple[Instance, tuple[tuple[str, str], ...]]:
+    """``instance`` with its far-fed chains hung on their producers (module docstring), and
+    the (producer, reader) op ids of the tensors' readers that were cut."""
+    graph = instance.graph
+    predecessors = _predecessors(instance)
+    reach = _SPAN * len(graph.ops)
+    hung = np.zeros(len(graph.ops), dtype=bool)
+    for v, inputs in enumerate(predecessors):
+        if not hung[v] and len(inputs) == 1 and v - inputs[0] > reach:
+            hung |= _chain(predecessors, v)
+    ids = {op.id for op, chained in zip(graph.ops, hung, strict=True) if chained}
+    cut = tuple(
+        (t.producer, c) for t in graph.tensors if t.producer in ids for c in t.consumers if c not in ids
+    )
+    if not cut:
+        return instance, ()
+    tensors = tuple(
+        replace(t, consumers=tuple(c for c in t.consumers if c in ids)) if t.producer in ids else t
+        for t in graph.tensors
+    )
+    return replace(instance, graph=replace(graph, tensors=tensors)), tuple(dict.fromkeys(cut))
+
+
+def _without_ops(instance: Instance, drop: np.ndarray) -> Instance:
+    """``instance`` without the ops where ``drop`` holds, their tensors and colocation groups."""
+    graph = instance.graph
+    gone = {op.id for op, dropped in zip(graph.ops, drop, strict=True) if dropped}
+    tensors = tuple(
+        replace(t, consumers=tuple(c for c in t.consumers if c not in gone))
+        for t in graph.tensors
+        if t.producer not in gone
+    )
+    ops = tuple(op for op, dropped in zip(graph.ops, drop, strict=True) if not dropped)
+    costs = instance.costs
+    costs = replace(costs, times=costs.times[~drop], provenance=costs.provenance[~drop])
+    return replace(
+        instance,
+        graph=replace(graph, ops=ops, tensors=tensors),
+        costs=costs,
+        options=replace(instance.options, colocate=()),
+    )
+
+
+def _labels(instance: Instance) -> np.ndarray:
+    """Per op, its weakly connected component among the largest segment's ops other than the
+    segment's first dominator (-1 for every other op)."""
+    heads = dominators(instance)
+    segment = np.cumsum(heads)
+    inside = (segment == np.bincount(segment).argmax()) & ~heads
+    label = np.full(len(heads), -1, dtype=np.int64)
+    for number, members in enumerate(_components(_predecessors(instance), inside)):
+        label[members] = number
+    return label
+
+
+def _without_floating(tower: Instance, allowance: np.ndarray) -> Instance:
+    """``tower`` with its floating paths deleted (module docstring), at most ``allowance``
+    seconds of work per type."""
+    while _largest_segment(tower) > _NO_CHAIN * len(tower.graph.ops):
+        edges = np.asarray(tower.graph.edges, dtype=np.int64).reshape(-1, 2)
+        if not len(edges):
+            break
+        drop = _chain(_predecessors(tower), int(edges[np.argmax(edges[:, 1] - edges[:, 0]), 1]))
+        work = _finite(tower)[drop].sum(axis=0)
+        if (work > allowance).any():
+            break
+        candidate = _without_broadcasts(_without_ops(tower, drop))
+        if _largest_segment(candidate) >= _largest_segment(tower):
+            break
+        tower, allowance = candidate, allowance - work
+    return tower
+
+
+def towers(instance: Instance) -> Towers | None:
+    """The two towers of ``instance`` (module docstring), or ``None`` when, after the broadcast
+    relaxation, its dominator chain is useful, or its largest segment holds fewer than two
+    components even with the far-fed chains hung."""
+    ops = len(instance.graph.ops)
+    if _largest_segment(instance) <= _NO_CHAIN * ops:
+        return None
+    hung = _without_broadcasts(instance)
+    if _largest_segment(hung) <= _NO_CHAIN * ops:
+        return None
+    cut: tuple[tuple[str, str], ...] = ()
+    component = _labels(hung)
+    if len(np.unique(component[component >= 0])) < 2:  # joined by chains from far back (T5)
+        hung, cut = _hung(hung)
+        component = _labels(hung)
+    labels = np.unique(component[component >= 0])
+    if len(labels) < 2:
+        return None
+    times = _finite(hung)
+    reference = times.sum(axis=0).argmin()
+    work = np.array([times[component == c, reference].sum() for c in labels])
+    allowance = _FLOATING_SHARE * times.sum(axis=0)
+    found = []
+    for label in labels[np.argsort(-work, kind="stable")[:2]]:
+        tower = _without_floating(_without_ops(hung, component != label), allowance)
+        allowance = allowance - (times[component == label].sum(axis=0) - _finite(tower).sum(axis=0))
+        found.append(tower)
+    first, second = ({op.id for op in tower.graph.ops} for tower in found)
+    links = tuple((u, w) for u, w in cut if (u in first and w in second) or (u in second and w in first))
+    return Towers(found[0], found[1], links)
+
+
+def _grouped(positions: _Positions, reference: int, resolution: int) -> tuple[_Positions, np.ndarray]:
+    """``positions`` with consecutive rows of one segment merged while their compute on
+    ``reference`` spans at most ``1/resolution`` of the total (module docstring), and each
+    old row's group; segment boundaries (rows whose threshold is themselves) and the last
+    row stay alone."""
+    end, threshold = positions.end, positions.threshold
+    rows = len(end)
+    width = end[-1, reference] / resolution
+    firsts = [0]
+    for row in range(1, rows):
+        first = firsts[-1]
+        interior = threshold[row] != row and threshold[first] != first and row != rows - 1
+        narrow = end[row, reference] - end[first, reference] <= width
+        if interior and threshold[row] == threshold[first] and narrow:
+            continue
+        firsts.append(row)
+    starts = np.array(firsts)
+    group_of = np.searchsorted(starts, np.arange(rows), "right") - 1
+
+    def reduced(values: np.ndarray, how) -> np.ndarray:
+        return how.reduceat(values, starts, axis=0)
+
+    grouped = _Positions(
+        reduced(end, np.minimum),
+        reduced(positions.start, np.maximum),
+        reduced(positions.send, np.minimum),
+        reduced(positions.recv, np.minimum),
+        group_of[threshold[starts]],
+    )
+    return grouped, group_of
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """One tower's positions on the reference type, before grouping: the relaxation's
+    instance and positions; ``firsts``, each segment's first row (its boundary, the empty
+    ideal) and then the last row; ``work`` per op on the reference type, as the positions
+    count it; ``segment`` and ``predecessors`` per op."""
+
+    instance: Instance
+    positions: _Positions
+    reference: int
+    firsts: np.ndarray
+    work: np.ndarray
+    segment: np.ndarray
+    predecessors: list[list[int]]
+
+    def holding(self, op: str) -> int:
+        """The row from which every cut holds ``op``: the boundary after its segment."""
+        return int(self.firsts[self.segment[self.instance.graph.index[op]] + 1])
+
+    def lacking(self, ops: list[str]) -> int:
+        """The last row at or before which every cut lacks one of ``ops``: those of the latest
+        segment among them, ``S``, have ancestors in it worth ``W``, and a cut holding them
+        holds that much of the segment; a cut's row (a cut of the segment worth at most its
+        row's reach: the exact ideal's work, or a cell's upper edge) reaching less lacks one."""
+        index = self.instance.graph.index
+        members = [index[op] for op in ops]
+        latest = max(int(self.segment[v]) for v in members)
+        ancestors = {v for v in members if self.segment[v] == latest}
+        stack = list(ancestors)
+        while stack:
+            for u in self.predecessors[stack.pop()]:
+                if self.segment[u] == latest and u not in ancestors:
+                    ancestors.add(u)
+                    stack.append(u)
+        first, after = int(self.firsts[latest]), int(self.firsts[latest + 1])
+        end, reference = self.positions.end, self.reference
+        prefix = end[first, reference]
+        reach = np.where(
+            self.positions.cell[first:after],
+            end[first + 1 : after + 1, reference],
+            end[first:after, reference],
+        )
+        needed = prefix + self.work[sorted(ancestors)].sum()
+        short = reach < needed * (1 - _TOLERANCE)
+        return first + (int(np.argmin(short)) if not short.all() else len(short)) - 1
+
+
+def _measured(instance: Instance, reference: int) -> _Measured:
+    builder = _Builder(instance)
+    positions, _ = _positions(builder, reference)
+    firsts = np.cumsum([0] + [len(row[0]) for row in builder.rows])
+    return _Measured(
+        instance,
+        positions,
+        reference,
+        firsts,
+        builder.times[:, reference],
+        builder.segment,
+        _predecessors(instance),
+    )
+
+
+def _precedences(x: _Measured, y: _Measured, links: tuple[tuple[str, str], ...]) -> list[tuple[int, int]]:
+    """Per cut precedence ``(u, w)`` with ``u`` in ``x`` and ``w`` in ``y``, in order of ``w``'s
+    holding row: (the row of ``x`` at or before which every cut lacks ``u`` or a ``u'`` of an
+    earlier one, that holding row of ``y``). A cut of ``y`` at or beyond it holds every such
+    ``w'``, so the graph's cut holds every such ``u'``."""
+    mine = sorted(
+        (y.holding(w), u) for u, w in links if u in x.instance.graph.index and w in y.instance.graph.index
+    )
+    found, held = [], []
+    for holding, u in mine:
+        held.append(u)
+        found.append((x.lacking(held), holding))
+    return found
+
+
+def _tower(measured: _Measured, reference: int, resolution: int) -> _Tower:
+    grouped, group_of = _grouped(measured.positions, reference, resolution)
+    relaxation = _Relaxation(measured.instance, grouped)
+    return _Tower(
+        np.maximum.accumulate(relaxation.full_start, axis=0),
+        np.maximum.accumulate(grouped.start, axis=0),
+        relaxation.full_end,
+        relaxation.compute_end,
+        grouped.threshold,
+        group_of,
+    )
+
+
+class _Product:
+    """Feasibility of a bottleneck over the product of two towers' positions (module docstring);
+    ``first`` indexes the staircase, ``second`` is searched. ``ceilings`` are the cut
+    precedences (row of ``first`` lacking, row of ``second`` holding) from ``first`` to
+    ``second``, ``floors`` those (row of ``second`` lacking, row of ``first`` holding) back."""
+
+    def __init__(
+        self, instance: Instance, first: _Tower, second: _Tower, ceilings: list, floors: list
+    ) -> None:
+        self.first, self.second = first, second
+        stages = min(instance.options.stages, len(instance.cluster.devices))
+        counts = tuple(min(c, stages) for c in instance.cluster.type_counts)
+        self.vectors, self.previous_of, self.layers = _count_layers(counts, stages)
+        self.costs = [first.costs(kind) for kind in range(len(counts))]
+        # a ≤ (its group lacks u) keeps b below w's holding row; a ≥ w's holding row needs b
+        # beyond the groups that lack u
+        self.ceiling = np.full(first.last + 1, second.last, dtype=np.int64)
+        self.floor = np.full(first.last + 1, -1, dtype=np.int64)
+        for lacking, holding in ceilings:
+            top = first.lacking(lacking)
+            np.minimum(self.ceiling[: top + 1], second.group_of[holding] - 1, out=self.ceiling[: top + 1])
+        for lacking, holding in floors:
+            start = first.group_of[holding]
+            np.maximum(self.floor[start:], second.lacking(lacking), out=self.floor[start:])
+
+    def _excluded(self, points: np.ndarray) -> np.ndarray:
+        """``points`` without the pairs the cut precedences exclude: one in a row that must be
+        above it moves to the last row that need not be (the floor is nondecreasing, so it
+        still covers every pair below it that is allowed), then each is lowered to its row's
+        ceiling (nondecreasing too)."""
+        low = (points >= 0) & (points <= self.floor)
+        if low.any():
+            values = points[low]
+            rows = np.searchsorted(self.floor, values, "left") - 1
+            points = np.where(low, -1, points)
+            np.maximum.at(points, rows[rows >= 0], values[rows >= 0])
+        return np.minimum(points, self.ceiling)
+
+    def feasible(self, bottleneck: float) -> bool:
+        first, second = self.first, self.second
+        furthest = np.full((len(self.vectors), first.last + 1), -1, dtype=np.int64)
+        furthest[0, 0] = 0
+        for layer in self.layers:
+            for row in layer:
+                best = furthest[row]
+                for kind, previous in enumerate(self.previous_of):
+                    if previous[row] < 0:
+                        continue
+                    points = furthest[previous[row]]
+                    later = np.append(np.maximum.accumulate(points[::-1])[::-1][1:], -1)
+                    corners = np.flatnonzero((points >= 0) & (points > later))  # undominated
+                    if not len(corners):
+                        continue
+                    budget = bottleneck - self.costs[kind][corners]
+                    start = np.broadcast_to(points[corners][:, None], budget.shape)
+                    np.maximum(best, second.reach(kind, start, budget).max(axis=0), out=best)
+                furthest[row] = self._excluded(best)
+            if (furthest[layer, first.last] >= second.last).any():
+                return True
+        return False
+
+
+def tower_lower_bound(
+    instance: Instance, upper: float, *, floor: float = 0.0, deadline: float | None = None
+) -> float:
+    """The largest bottleneck the two-tower relaxation proves infeasible in ``(floor, upper)``
+    (``upper`` a known bottleneck, ``floor`` a known bound), or ``floor`` when it proves none or
+    ``instance`` is not made of two towers. ``deadline`` (``time.perf_counter`` seconds) stops
+    the bisection and the refinement early; every value found infeasible by then is valid."""
+    found = towers(instance)
+    if found is None or not np.isfinite(upper) or floor >= upper:
+        return floor
+    reference = int(_finite(instance).sum(axis=0).argmin())
+    measured = [_measured(tower, reference) for tower in (found.first, found.second)]
+    forward, backward = (_precedences(x, y, found.links) for x, y in (measured, measured[::-1]))
+    best = floor
+    for resolution in _RESOLUTIONS:
+        started = time.perf_counter()
+        parts = [_tower(m, reference, resolution) for m in measured]
+        ceilings, floors = forward, backward
+        if parts[0].last > parts[1].last:  # the staircase over the tower with fewer rows
+            parts, ceilings, floors = parts[::-1], backward, forward
+        if parts[0].last >= _MAX_ROWS:  # its cost matrices would not fit (segment boundaries stay)
+            break
+        product = _Product(instance, *parts, ceilings, floors)
+        best = max(best, _bisect_below(product.feasible, best, upper, deadline))
+        left = None if deadline is None else deadline - time.perf_counter()
+        if left is not None and left < 2 * (time.perf_counter() - started):  # a finer pass takes longer
+            break
+    return best
+
+
+def structural_lower_bound(
+    instance: Instance, upper: float, *, floor: float = 0.0, deadline: float | None = None
+) -> tuple[float, str]:
+    """The larger of the two-tower bound and the dominator-chain bound
+    (:func:`~partition.chain_bound.chain_lower_bound`), with the name of the relaxation that
+    gave it (``""`` when neither rises above ``floor``). The towers go first: where they are
+    found, the chain holds almost nothing and gets the time they leave."""
+    value, name = floor, ""
+    tower = tower_lower_bound(instance, upper, floor=floor, deadline=deadline)
+    if tower > value:
+        value, name = tower, "two-tower relaxation"
+    chain = chain_lower_bound(instance, upper, deadline=deadline)
+    if chain > value:
+        value, name = chain, "dominator-chain relaxation"
+    return value, name

@@ -1,0 +1,142 @@
+"""The two-tower bound never exceeds the exhaustive optimum, and finds CLIP's towers."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+from conftest import TWO_HOSTS, one_output_per_op
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import partition
+from partition import chain_bound, tower_bound
+from partition.chain_bound import chain_lower_bound
+from partition.instance import load_instance
+from partition.tower_bound import Towers, structural_lower_bound, tower_lower_bound, towers
+
+cases = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+CLIP = "instances/v1/clip_b32.hetero-a100-l4-t4.k4.json.gz"
+CLIP_BEST = 1.3806e-3  # anytime's placement at 60 s (bench/towers.md)
+T5 = "instances/v1/t5_small.hetero-a100-l4-t4.k4.json.gz"
+T5_BEST = 1.1493e-3
+
+
+def _two_towers(seed: int) -> partition.Instance:
+    """Two chains from their own sources (some with a skip edge), maybe a join reading both
+    ends, a cheap op reading the second tower's source and feeding its end (CLIP's ArgMax), an
+    op reading only the first tower's end and feeding the second's middle (T5's cross-attention
+    projections); memory- or compute-bound ops at random; at most 10 ops (brute force's
+    limit); every third seed one output tensor per op."""
+    rng = np.random.default_rng(seed)
+    dag = nx.DiGraph()
+
+    def node(name: str, cheap: bool = False) -> None:
+        memory_bound = cheap or rng.random() < 0.5
+        flops = rng.uniform(1e8, 2e9) if memory_bound else rng.uniform(1e10, 8e10)
+        dag.add_node(
+            name,
+            flops=float(rng.uniform(1e6, 1e7) if cheap else flops),
+            bytes_read=float(rng.uniform(1e7, 3e8) if memory_bound and not cheap else rng.uniform(1e5, 1e7)),
+            bytes_written=float(rng.uniform(1e5, 1e7)),
+            param_bytes=float(rng.uniform(0, 1e9)),
+        )
+
+    def edge(u: str, v: str) -> None:
+        dag.add_edge(u, v, bytes=float(rng.uniform(1e6, 3e8)))
+
+    join, floating, cross = (bool(rng.random() < p) for p in (0.5, 0.3, 0.4))
+    room = 10 - join - floating - cross
+    lengths = [int(rng.integers(1, 5)), 0]
+    lengths[1] = int(rng.integers(1, room - lengths[0] + 1))
+    ends = []
+    for tower, length in zip("ab", lengths, strict=True):
+        for i in range(length):
+            node(f"{tower}{i}")
+            if i:
+                edge(f"{tower}{i - 1}", f"{tower}{i}")
+            if i >= 2 and rng.random() < 0.3:
+                edge(f"{tower}{i - 2}", f"{tower}{i}")
+        ends.append(f"{tower}{length - 1}")
+    if floating and lengths[1] >= 2:
+        node("argmax", cheap=True)
+        edge("b0", "argmax")
+        edge("argmax", ends[1])
+    if cross and lengths[1] >= 2:
+        node("kv")
+        edge(ends[0], "kv")
+        edge("kv", f"b{int(rng.integers(1, lengths[1]))}")
+    if join:
+        node("join")
+        for end in ends:
+            edge(end, "join")
+    cluster = partition.parse_cluster({"name": "two", "hosts": TWO_HOSTS, "inter_host_link": "ib-hdr"})
+    graph = partition.graph_from_networkx(dag, f"towers-{seed}")
+    if seed % 3 == 0:
+        graph = one_output_per_op(graph)
+    mode = "once" if seed % 2 else "per-destination"
+    return partition.make_instance(graph, cluster, int(rng.integers(2, 5)), comm_mode=mode)
+
+
+@cases
+@given(st.integers(0, 100_000), st.sampled_from([(1,), (3,), tower_bound._RESOLUTIONS]))
+def test_never_above_the_optimum_on_two_towers(seed, resolutions) -> None:
+    instance = _two_towers(seed)
+    exact = partition.solve(instance, "brute-force")
+    if exact.placement is None:
+        return
+    optimum = exact.bottleneck
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tower_bound, "_RESOLUTIONS", resolutions)
+        # a loose bracket, so that a relaxation declaring the optimum infeasible would show
+        assert tower_lower_bound(instance, 4 * optimum) <= optimum * (1 + 1e-9)
+
+
+def test_finds_the_towers_of_two_chains_and_not_of_one() -> None:
+    found = [seed for seed in range(40) if towers(_two_towers(seed)) is not None]
+    assert len(found) > 30  # every graph has two towers; a single op's tower has no segment
+    chain = nx.DiGraph([(0, 1), (1, 2), (2, 3)])
+    nx.set_node_attributes(chain, 1e10, "flops")
+    cluster = partition.parse_cluster({"name": "two", "hosts": TWO_HOSTS, "inter_host_link": "ib-hdr"})
+    instance = partition.make_instance(partition.graph_from_networkx(chain, "chain"), cluster, 2)
+    assert towers(instance) is None
+    assert tower_lower_bound(instance, 1.0, floor=0.25) == 0.25
+
+
+def test_clip_towers_drop_the_argmax_path_and_lift_the_bound() -> None:
+    # CLIP ViT-B/32 on 2 A100 + 2 L4 and 4 T4 (two hosts), k = 4: the chain has nothing
+    # (one segment holds all but the final similarity); the towers' product nearly closes
+    # the gap to the best placement known.
+    instance = load_instance(CLIP)
+    found = towers(instance)
+    image, text = sorted((found.first, found.second), key=lambda t: len(t.graph.ops))
+    assert (len(image.graph.ops), len(text.graph.ops)) == (386, 398)  # 404 - ArgMax path's 6
+    kept = image.costs.times.sum(axis=0) + text.costs.times.sum(axis=0)
+    assert (kept >= 0.98 * instance.costs.times.sum(axis=0)).all()
+    bound = tower_lower_bound(instance, CLIP_BEST)
+    assert 1.34e-3 < bound < CLIP_BEST
+    assert chain_lower_bound(instance, CLIP_BEST) < 0.95e-3
+    value, name = structural_lower_bound(instance, CLIP_BEST, floor=1.2e-3)
+    assert value == pytest.approx(bound, rel=1e-3) and name == "two-tower relaxation"
+
+
+def test_t5_hangs_the_cross_attention_projections_on_the_encoder() -> None:
+    # T5-small: each decoder layer's cross-attention key and value projections read only the
+    # encoder's output; hung on it, the encoder and the decoder are two towers, and the
+    # decoder's cross-attention waits for the encoder (the cut precedences).
+    instance = load_instance(T5)
+    found = towers(instance)
+    assert found is not None and len(found.links) == 12
+    kept = found.first.costs.times.sum(axis=0) + found.second.costs.times.sum(axis=0)
+    assert kept == pytest.approx(instance.costs.times.sum(axis=0))  # nothing deleted
+    bound = tower_lower_bound(instance, T5_BEST)
+    assert bound > 1.09e-3  # the aggregate bound: 1.0159 ms
+    unlinked = Towers(found.first, found.second, ())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tower_bound, "towers", lambda instance: unlinked)
+        assert tower_lower_bound(instance, T5_BEST) < bound - 2e-6
+    # the hung chains' segment has no join: each chain (projection, reshape, transpose) is a
+    # group of the fractional knapsack, so its cheap reshapes cannot stand in for its matmul
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(chain_bound, "_components", lambda predecessors, skip: [])
+        assert tower_lower_bound(instance, T5_BEST) < bound - 2e-6
