@@ -38,8 +38,10 @@ AUTO_TIME_LIMIT = 60.0  # seconds ``auto`` spends when the user gives no limit
 _MIN_POLISH_SECONDS = 1.0  # below this CP-SAT rarely gets past building its model
 # Above this many ops CP-SAT's whole model rarely improves its warm start in a minute (CLIP, T5:
 # bench/lns_measurements.md): ``auto`` runs anytime there (it ends with the large-neighbourhood
-# polish) instead of CP-SAT.
+# polish) instead of CP-SAT, unless the model's stage indices (ops × stages) stay this few: at
+# k ≤ 4, CP-SAT proves CLIP and T5 optimal at k = 2 in seconds and T5 at k = 4 (bench/towers.md).
 _AUTO_CP_SAT_OPS = 500
+_AUTO_CP_SAT_CELLS = 4_000
 # After ideal-dp, CP-SAT gets this share of the time left and the large-neighbourhood polish the rest.
 _AUTO_CP_SAT_SHARE = 0.4
 _AUTO_IDEAL_DP_SHARE = 0.5  # of the solver's time for ideal-dp under auto; CP-SAT and the polish get the rest
@@ -156,10 +158,11 @@ def _choose_solver(instance: Instance) -> tuple[str, str]:
     count = ideal_count(instance, _AUTO_IDEAL_LIMIT)
     if count is not None:
         return "ideal-dp", f"auto: ideal-dp ({count} ideals)"
-    if ops > _AUTO_CP_SAT_OPS:
+    stages = min(instance.options.stages, len(instance.cluster.devices))
+    if ops > _AUTO_CP_SAT_OPS and ops * stages > _AUTO_CP_SAT_CELLS:
         return "anytime", (
-            f"auto: anytime (more than {_AUTO_IDEAL_LIMIT} ideals and {ops} ops, more than {_AUTO_CP_SAT_OPS}"
-            " for cp-sat's whole model)"
+            f"auto: anytime (more than {_AUTO_IDEAL_LIMIT} ideals and {ops} ops × {stages} stages, more than"
+            f" {_AUTO_CP_SAT_CELLS} for cp-sat's whole model)"
         )
     return "cp-sat", f"auto: cp-sat (more than {_AUTO_IDEAL_LIMIT} ideals, too many for ideal-dp)"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from conftest import LIGHT, TWO_HOSTS, random_dag_instance
 
 import partition
+from partition.api import _choose_solver
 
 
 def test_auto_closes_the_gap_ideal_dp_leaves_with_cp_sat() -> None:
@@ -27,3 +28,12 @@ def test_auto_keeps_ideal_dp_when_it_is_already_optimal() -> None:
     result = partition.solve(instance, time_limit=30)
     assert result.solver == "ideal-dp" and result.status is partition.Status.OPTIMAL
     assert not any("cp-sat" in note for note in result.notes)
+
+
+def test_auto_runs_cp_sat_on_t5_at_few_stages_and_anytime_at_many() -> None:
+    # T5-small (600 ops, too many ideals for ideal-dp): CP-SAT's stage indices, ops × stages,
+    # stay few at k = 4 (it proves the optimum there), not at k = 8.
+    few = partition.load_instance("instances/v1/t5_small.hetero-a100-l4-t4.k4.json.gz")
+    many = partition.load_instance("instances/v1/t5_small.hetero-a100-l4-t4.k8.json.gz")
+    assert _choose_solver(few)[0] == "cp-sat"
+    assert _choose_solver(many)[0] == "anytime"
