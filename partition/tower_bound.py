@@ -42,24 +42,29 @@ positions of one segment are merged into groups of at most ``1/R`` of the tower'
 fastest type (``end``, ``send`` and ``recv`` the group's least, ``start`` its largest): a part
 inside one group costs 0, one between groups at least the formula above.
 
-**Cut precedences.** A hung chain's op ``u`` in one tower fed ``w`` in the other, and every
-cut of the graph holding ``w`` holds ``u``. A cut's part in ``w``'s tower holds ``w`` once it
-lies at or beyond the boundary after ``w``'s segment, and one holding ``u`` lies beyond the
-boundary before ``u``'s; so no reachable pair has ``u``'s tower at or before the latter while
-``w``'s is at or beyond the former (T5's decoder waits for the encoder).
+**Cut precedences.** A hung chain's op ``u`` in one tower fed ``w`` in the other, so every
+cut of the graph holding ``w`` holds ``u`` and its ancestors. A cut's part in ``w``'s tower holds
+``w`` once it lies at or beyond the boundary after ``w``'s segment; taking the precedences in
+that order, it then holds every earlier ``w'`` too, so the other part holds every earlier
+``u'`` with its ancestors in the latest of their segments, worth ``W`` there; and a row of
+that segment reaching less than ``W`` (an exact ideal's work, a cell's upper edge) lacks one
+of them. So no reachable pair has the one part at or before the last such row while the other
+is at or beyond the boundary (T5's decoder layers wait for the projections they read).
 
-**Feasibility of a bottleneck ``T``.** ``G_c[a]`` is a ``b`` such that every pair a placement's
-first stages, ``c_τ`` of each type, may reach is at or below some ``(a'', G_c[a''])`` with
-``a'' ≥ a``; ``G_0`` holds ``(0, 0)``. A stage of type ``τ`` from a point ``(a, G[a])`` of
-``G_{c − e_τ}`` that no other point dominates to ``a'`` leaves ``T − cost_A(a, a')`` for ``B``,
-and ``G_c[a'] ≥`` the furthest ``b'`` that budget admits from ``G[a]`` (a binary search: both
-costs are monotone in the end and no larger from a later start, so the undominated points
-cover every pair below them). Pairs the cut precedences exclude are then removed (a point
-above one is lowered to it, one below is dropped). By induction every placement's cuts stay
-covered; so if no ``G_c[last_A]`` reaches ``last_B``, ``T`` is infeasible and a valid bound.
-The largest such ``T`` is bisected, with the positions refined (``R`` doubled) while time
-remains. Memory, colocation, exact stage counts, links between particular stage types and host
-counts are relaxed. With ``--overlap`` communication is dropped, as in the chain bound.
+**Feasibility of a bottleneck ``T``.** The points ``(a, G_c[a])`` cover every pair ``(a*, b*)``
+that a placement's first stages, ``c_τ`` of each type, may reach: some point has ``a ≥ a*``
+and ``G_c[a] ≥ b*``; ``G_0`` holds ``(0, 0)``. A stage of type ``τ`` from a point ``(a, G[a])``
+of ``G_{c − e_τ}`` that no other point dominates to ``a'`` leaves ``T − cost_A(a, a')`` for
+``B``, and ``G_c[a'] ≥`` the furthest ``b'`` that budget admits from ``G[a]`` (a binary search:
+both costs are monotone in the end and no larger from a later start, so the undominated points
+cover every pair below them). The cut precedences then lower a point to its row's ceiling, or
+move one below its row's floor to the last row whose floor it clears (ceilings and floors are
+nondecreasing, so the points still cover every pair the precedences allow). By induction every
+placement's cuts stay covered; so if no ``G_c[last_A]`` reaches ``last_B``, ``T`` is infeasible
+and a valid bound. The largest such ``T`` is bisected, with the positions refined (``R``
+doubled) while time remains. Memory, colocation, exact stage counts, links between particular
+stage types and host counts are relaxed. With ``--overlap`` communication is dropped, as in the
+chain bound.
 """
 
 from __future__ import annotations
