@@ -232,7 +232,7 @@ def _polish_with_lns(
     return replace(first, placement=report.placement), tuple(f"auto: {note}" for note in report.notes)
 
 
-def _with_chain_bound(
+def _with_structural_bound(
     instance: Instance, outcome: Outcome, bound: float, budget: float
 ) -> tuple[float, tuple[str, ...]]:
     """``bound`` raised to the dominator-chain or two-tower bound (:mod:`.chain_bound`,
@@ -309,7 +309,7 @@ def solve(
         # most of the time the search left (converged early), to refine its cells
         left = started + time_limit - time.perf_counter()
         chain_budget = max(chain_budget, _UNUSED_SHARE * left)
-    bound, bound_notes = _with_chain_bound(instance, outcome, bound, chain_budget)
+    bound, bound_notes = _with_structural_bound(instance, outcome, bound, chain_budget)
     if auto and name == "ideal-dp":
         name, outcome, polish_notes = _polish_with_cp_sat(
             instance, outcome, bound, settings, started, _AUTO_CP_SAT_SHARE

@@ -107,6 +107,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .coarsen import _UnionFind
 from .instance import Instance
 
 _IDEAL_LIMIT = 4096  # a segment with more ideals is relaxed to cells ...
@@ -247,7 +248,7 @@ class _Builder:
 
     def __init__(self, instance: Instance) -> None:
         graph = instance.graph
-        self.times = np.where(np.isfinite(instance.costs.times), instance.costs.times, 0.0)
+        self.times = instance.costs.finite_times()
         self.latency, self.bandwidth = _links(instance)
         if instance.options.overlap:
             self.latency, self.bandwidth = 0.0 * self.latency, np.full_like(self.bandwidth, np.inf)
@@ -799,21 +800,13 @@ class _Builder:
 
 def _components(predecessors: list[list[int]], keep: np.ndarray) -> list[np.ndarray]:
     """The weakly connected components of the ops where ``keep`` holds, by the predecessor
-    lists (edges to other ops ignored)."""
-    parent = list(range(len(predecessors)))
-
-    def root(v: int) -> int:
-        while parent[v] != v:
-            parent[v] = parent[parent[v]]
-            v = parent[v]
-        return v
-
+    lists (edges to other ops ignored), each in op order."""
+    found = _UnionFind(len(predecessors))
     for v, inputs in enumerate(predecessors):
         for u in inputs:
             if keep[u] and keep[v]:
-                parent[root(u)] = root(v)
-    roots = np.array([root(v) for v in range(len(predecessors))])
-    return [np.flatnonzero(roots == r) for r in np.unique(roots[keep])]
+                found.union(u, v)
+    return [np.array(group) for group in found.groups() if keep[group[0]]]
 
 
 def _priced(amounts: np.ndarray, link: tuple[float, float]) -> np.ndarray:

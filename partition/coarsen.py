@@ -282,7 +282,7 @@ def module_groups(instance: Instance, grain: float) -> list[list[int]]:
     """Heuristic: ops of one module path as a group when convex and not slower than ``grain`` s."""
     graph = instance.graph
     preds, succs = _adjacency(graph)
-    slowest = np.where(np.isfinite(instance.costs.times), instance.costs.times, 0.0).max(axis=1)
+    slowest = instance.costs.finite_times().max(axis=1)
     by_module: dict[str, list[int]] = defaultdict(list)
     for v, op in enumerate(graph.ops):
         by_module[op.module].append(v)
@@ -304,7 +304,7 @@ def sibling_groups(instance: Instance, grain: float) -> list[list[int]]:
     """Heuristic: ops with the same predecessors and successors, bundled up to ``grain`` s each."""
     graph = instance.graph
     preds, succs = _adjacency(graph)
-    slowest = np.where(np.isfinite(instance.costs.times), instance.costs.times, 0.0).max(axis=1)
+    slowest = instance.costs.finite_times().max(axis=1)
     families: dict[tuple[tuple[int, ...], tuple[int, ...]], list[int]] = defaultdict(list)
     for v in range(len(graph.ops)):
         families[(tuple(sorted(preds[v])), tuple(sorted(succs[v])))].append(v)

@@ -95,6 +95,10 @@ class CostTable:
     def column(self, type_name: str) -> np.ndarray:
         return self.times[:, self.type_names.index(type_name)]
 
+    def finite_times(self) -> np.ndarray:
+        """``times`` with 0 where a type cannot run the op, so that sums over ops stay finite."""
+        return np.where(np.isfinite(self.times), self.times, 0.0)
+
     def column_provenance(self, type_name: str) -> Provenance | None:
         """The provenance shared by every op on ``type_name``; ``None`` when the column mixes."""
         values = set(self.provenance[:, self.type_names.index(type_name)])

@@ -42,14 +42,11 @@ positions of one segment are merged into groups of at most ``1/R`` of the tower'
 fastest type (``end``, ``send`` and ``recv`` the group's least, ``start`` its largest): a part
 inside one group costs 0, one between groups at least the formula above.
 
-**Cut precedences.** A hung chain's op ``u`` in one tower fed ``w`` in the other, so every
-cut of the graph holding ``w`` holds ``u`` and its ancestors. A cut's part in ``w``'s tower holds
-``w`` once it lies at or beyond the boundary after ``w``'s segment; taking the precedences in
-that order, it then holds every earlier ``w'`` too, so the other part holds every earlier
-``u'`` with its ancestors in the latest of their segments, worth ``W`` there; and a row of
-that segment reaching less than ``W`` (an exact ideal's work, a cell's upper edge) lacks one
-of them. So no reachable pair has the one part at or before the last such row while the other
-is at or beyond the boundary (T5's decoder layers wait for the projections they read).
+**Cut precedences.** A hung chain's op ``u`` in one tower fed ``w`` in the other, and every
+cut of the graph holding ``w`` holds ``u``. A cut's part in ``w``'s tower holds ``w`` once it
+lies at or beyond the boundary after ``w``'s segment, and one holding ``u`` lies beyond the
+boundary before ``u``'s; so no reachable pair has ``u``'s tower at or before the latter while
+``w``'s is at or beyond the former (T5's decoder waits for the encoder).
 
 **Feasibility of a bottleneck ``T``.** The points ``(a, G_c[a])`` cover every pair ``(a*, b*)``
 that a placement's first stages, ``c_τ`` of each type, may reach: some point has ``a ≥ a*``
@@ -88,13 +85,13 @@ from .chain_bound import (
     chain_lower_bound,
     dominators,
 )
+from .coarsen import _adjacency
 from .instance import Instance
 
 _SPAN = 0.05  # of the ops: an op whose one input is made further back than this heads a hung chain
 _FLOATING_SHARE = 0.02  # of the graph's work (every type) that deleted floating paths may hold
 _RESOLUTIONS = (200, 400, 800)  # groups of positions per tower, refined while time remains
 _MAX_ROWS = 3_000  # grouped rows of the smaller tower (its cost matrices are rows² per type)
-_TOLERANCE = 1e-9  # a cut reaching this close to a set's work may hold it (rounding in the sums)
 
 
 @dataclass(frozen=True)
@@ -115,14 +112,6 @@ class _Tower:
     @property
     def last(self) -> int:
         return len(self.threshold) - 1
-
-    def lacking(self, row: int) -> int:
-        """The last group all of whose rows are at or before ungrouped ``row`` (-1: none)."""
-        if row < 0:
-            return -1
-        group = int(self.group_of[row])
-        whole = row + 1 == len(self.group_of) or self.group_of[row + 1] != group
-        return group if whole else group - 1
 
     def costs(self, kind: int) -> np.ndarray:
         """``cost[a, a']`` of a part on type ``kind`` from row ``a`` to row ``a'`` (0 on the
@@ -156,19 +145,6 @@ class Towers:
     links: tuple[tuple[str, str], ...]
 
 
-def _finite(instance: Instance) -> np.ndarray:
-    """Op times per type, 0 where a type cannot run the op (as the chain bound counts them)."""
-    times = instance.costs.times
-    return np.where(np.isfinite(times), times, 0.0)
-
-
-def _predecessors(instance: Instance) -> list[list[int]]:
-    predecessors: list[list[int]] = [[] for _ in instance.graph.ops]
-    for u, v in instance.graph.edges:
-        predecessors[v].append(u)
-    return predecessors
-
-
 def _chain(predecessors: list[list[int]], first: int) -> np.ndarray:
     """``first`` and every later op all of whose op-made inputs are in the chain (ops are in
     topological order, so each op's inputs are decided before it)."""
@@ -183,7 +159,7 @@ def _hung(instance: Instance) -> tuple[Instance, tuple[tuple[str, str], ...]]:
     """``instance`` with its far-fed chains hung on their producers (module docstring), and
     the (producer, reader) op ids of the tensors' readers that were cut."""
     graph = instance.graph
-    predecessors = _predecessors(instance)
+    predecessors = _adjacency(instance.graph)[0]
     reach = _SPAN * len(graph.ops)
     hung = np.zeros(len(graph.ops), dtype=bool)
     for v, inputs in enumerate(predecessors):
@@ -229,7 +205,7 @@ def _labels(instance: Instance) -> np.ndarray:
     segment = np.cumsum(heads)
     inside = (segment == np.bincount(segment).argmax()) & ~heads
     label = np.full(len(heads), -1, dtype=np.int64)
-    for number, members in enumerate(_components(_predecessors(instance), inside)):
+    for number, members in enumerate(_components(_adjacency(instance.graph)[0], inside)):
         label[members] = number
     return label
 
@@ -241,8 +217,8 @@ def _without_floating(tower: Instance, allowance: np.ndarray) -> Instance:
         edges = np.asarray(tower.graph.edges, dtype=np.int64).reshape(-1, 2)
         if not len(edges):
             break
-        drop = _chain(_predecessors(tower), int(edges[np.argmax(edges[:, 1] - edges[:, 0]), 1]))
-        work = _finite(tower)[drop].sum(axis=0)
+        drop = _chain(_adjacency(tower.graph)[0], int(edges[np.argmax(edges[:, 1] - edges[:, 0]), 1]))
+        work = tower.costs.finite_times()[drop].sum(axis=0)
         if (work > allowance).any():
             break
         candidate = _without_broadcasts(_without_ops(tower, drop))
@@ -270,14 +246,15 @@ def towers(instance: Instance) -> Towers | None:
     labels = np.unique(component[component >= 0])
     if len(labels) < 2:
         return None
-    times = _finite(hung)
+    times = hung.costs.finite_times()
     reference = times.sum(axis=0).argmin()
     work = np.array([times[component == c, reference].sum() for c in labels])
     allowance = _FLOATING_SHARE * times.sum(axis=0)
     found = []
     for label in labels[np.argsort(-work, kind="stable")[:2]]:
         tower = _without_floating(_without_ops(hung, component != label), allowance)
-        allowance = allowance - (times[component == label].sum(axis=0) - _finite(tower).sum(axis=0))
+        deleted = times[component == label].sum(axis=0) - tower.costs.finite_times().sum(axis=0)
+        allowance = allowance - deleted
         found.append(tower)
     first, second = ({op.id for op in tower.graph.ops} for tower in found)
     links = tuple((u, w) for u, w in cut if (u in first and w in second) or (u in second and w in first))
@@ -318,79 +295,33 @@ def _grouped(positions: _Positions, reference: int, resolution: int) -> tuple[_P
 
 @dataclass(frozen=True)
 class _Measured:
-    """One tower's positions on the reference type, before grouping: the relaxation's
-    instance and positions; ``firsts``, each segment's first row (its boundary, the empty
-    ideal) and then the last row; ``work`` per op on the reference type, as the positions
-    count it; ``segment`` and ``predecessors`` per op."""
+    """One tower's positions on the reference type, before grouping; ``firsts``, each
+    segment's first row (its boundary, the empty ideal) and then the last row."""
 
     instance: Instance
     positions: _Positions
-    reference: int
     firsts: np.ndarray
-    work: np.ndarray
     segment: np.ndarray
-    predecessors: list[list[int]]
 
-    def holding(self, op: str) -> int:
-        """The row from which every cut holds ``op``: the boundary after its segment."""
-        return int(self.firsts[self.segment[self.instance.graph.index[op]] + 1])
-
-    def lacking(self, ops: list[str]) -> int:
-        """The last row at or before which every cut lacks one of ``ops``: those of the latest
-        segment among them, ``S``, have ancestors in it worth ``W``, and a cut holding them
-        holds that much of the segment; a cut's row (a cut of the segment worth at most its
-        row's reach: the exact ideal's work, or a cell's upper edge) reaching less lacks one."""
-        index = self.instance.graph.index
-        members = [index[op] for op in ops]
-        latest = max(int(self.segment[v]) for v in members)
-        ancestors = {v for v in members if self.segment[v] == latest}
-        stack = list(ancestors)
-        while stack:
-            for u in self.predecessors[stack.pop()]:
-                if self.segment[u] == latest and u not in ancestors:
-                    ancestors.add(u)
-                    stack.append(u)
-        first, after = int(self.firsts[latest]), int(self.firsts[latest + 1])
-        end, reference = self.positions.end, self.reference
-        prefix = end[first, reference]
-        reach = np.where(
-            self.positions.cell[first:after],
-            end[first + 1 : after + 1, reference],
-            end[first:after, reference],
-        )
-        needed = prefix + self.work[sorted(ancestors)].sum()
-        short = reach < needed * (1 - _TOLERANCE)
-        return first + (int(np.argmin(short)) if not short.all() else len(short)) - 1
+    def rows(self, op: str) -> tuple[int, int]:
+        """The boundary rows before and after ``op``'s segment: a cut at or before the first
+        lacks ``op``, one at or beyond the second holds it."""
+        segment = int(self.segment[self.instance.graph.index[op]])
+        return int(self.firsts[segment]), int(self.firsts[segment + 1])
 
 
 def _measured(instance: Instance, reference: int) -> _Measured:
     builder = _Builder(instance)
     positions, _ = _positions(builder, reference)
     firsts = np.cumsum([0] + [len(row[0]) for row in builder.rows])
-    return _Measured(
-        instance,
-        positions,
-        reference,
-        firsts,
-        builder.times[:, reference],
-        builder.segment,
-        _predecessors(instance),
-    )
+    return _Measured(instance, positions, firsts, builder.segment)
 
 
 def _precedences(x: _Measured, y: _Measured, links: tuple[tuple[str, str], ...]) -> list[tuple[int, int]]:
-    """Per cut precedence ``(u, w)`` with ``u`` in ``x`` and ``w`` in ``y``, in order of ``w``'s
-    holding row: (the row of ``x`` at or before which every cut lacks ``u`` or a ``u'`` of an
-    earlier one, that holding row of ``y``). A cut of ``y`` at or beyond it holds every such
-    ``w'``, so the graph's cut holds every such ``u'``."""
-    mine = sorted(
-        (y.holding(w), u) for u, w in links if u in x.instance.graph.index and w in y.instance.graph.index
-    )
-    found, held = [], []
-    for holding, u in mine:
-        held.append(u)
-        found.append((x.lacking(held), holding))
-    return found
+    """Per cut precedence ``(u, w)`` with ``u`` in ``x`` and ``w`` in ``y``: the row of ``x`` at or
+    before which a cut lacks ``u``, and the row of ``y`` from which it holds ``w``."""
+    present = [(u, w) for u, w in links if u in x.instance.graph.index and w in y.instance.graph.index]
+    return [(x.rows(u)[0], y.rows(w)[1]) for u, w in present]
 
 
 def _tower(measured: _Measured, reference: int, resolution: int) -> _Tower:
@@ -420,16 +351,16 @@ class _Product:
         counts = tuple(min(c, stages) for c in instance.cluster.type_counts)
         self.vectors, self.previous_of, self.layers = _count_layers(counts, stages)
         self.costs = [first.costs(kind) for kind in range(len(counts))]
-        # a ≤ (its group lacks u) keeps b below w's holding row; a ≥ w's holding row needs b
-        # beyond the groups that lack u
+        # a at or before u's lacking row keeps b below w's holding row; a at or beyond w's
+        # holding row needs b beyond u's lacking row
         self.ceiling = np.full(first.last + 1, second.last, dtype=np.int64)
         self.floor = np.full(first.last + 1, -1, dtype=np.int64)
-        for lacking, holding in ceilings:
-            top = first.lacking(lacking)
+        for lacking, holding in ceilings:  # boundary rows, each a group of its own
+            top = first.group_of[lacking]
             np.minimum(self.ceiling[: top + 1], second.group_of[holding] - 1, out=self.ceiling[: top + 1])
         for lacking, holding in floors:
             start = first.group_of[holding]
-            np.maximum(self.floor[start:], second.lacking(lacking), out=self.floor[start:])
+            np.maximum(self.floor[start:], second.group_of[lacking], out=self.floor[start:])
 
     def _excluded(self, points: np.ndarray) -> np.ndarray:
         """``points`` without the pairs the cut precedences exclude: one in a row that must be
@@ -478,7 +409,7 @@ def tower_lower_bound(
     found = towers(instance)
     if found is None or not np.isfinite(upper) or floor >= upper:
         return floor
-    reference = int(_finite(instance).sum(axis=0).argmin())
+    reference = int(instance.costs.finite_times().sum(axis=0).argmin())
     measured = [_measured(tower, reference) for tower in (found.first, found.second)]
     forward, backward = (_precedences(x, y, found.links) for x, y in (measured, measured[::-1]))
     best = floor

@@ -48,7 +48,7 @@ def device_sequences(
 def host_ranking(instance: Instance) -> list[list[int]]:
     """Hosts (as device lists, fastest type first), fastest host first, for this model."""
     cluster = instance.cluster
-    totals = np.where(np.isfinite(instance.costs.times), instance.costs.times, 0).sum(axis=0)
+    totals = instance.costs.finite_times().sum(axis=0)
     hosts: list[list[int]] = [[] for _ in cluster.hosts]
     for d, device in enumerate(cluster.devices):
         hosts[device.host].append(d)

@@ -419,7 +419,7 @@ class _Search:
     def remaining(self) -> float:
         return self.deadline - time.perf_counter()
 
-    def proven_by_chain_bound(self) -> bool:
+    def proven_by_structural_bound(self) -> bool:
         """Raise the bound to the dominator-chain or two-tower bound (:mod:`partition.chain_bound`,
         :mod:`partition.tower_bound`, on the original instance) where that is cheap; whether the
         incumbent now meets it, so that the search can stop: on the 7B decoder at k = 32 it does
@@ -533,7 +533,7 @@ class Anytime(Solver):
             search.refine(search.best_order, search.best_hosts)
             search.report("refined")
         polished: tuple[str, ...] = ()
-        if search.proven_by_chain_bound():
+        if search.proven_by_structural_bound():
             search.report("chain bound met")
         else:
             self._evolve(search, preds, succs)
