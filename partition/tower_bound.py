@@ -432,14 +432,15 @@ def tower_lower_bound(
 def structural_lower_bound(
     instance: Instance, upper: float, *, floor: float = 0.0, deadline: float | None = None
 ) -> tuple[float, str]:
-    """The larger of the two-tower bound and the dominator-chain bound
+    """The two-tower bound where it proves more than ``floor``, else the dominator-chain bound
     (:func:`~partition.chain_bound.chain_lower_bound`), with the name of the relaxation that
-    gave it (``""`` when neither rises above ``floor``). The towers go first: where they are
-    found, the chain holds almost nothing and gets the time they leave."""
+    gave it (``""`` when neither rises above ``floor``). Where towers are found, the chain's
+    largest segment holds most of the ops, so its relaxed cells add nothing (CLIP on
+    ``hetero-a100-l4-t4`` at k = 4: 0.92 against 1.36 ms) and would only spend the time left."""
     value, name = floor, ""
     tower = tower_lower_bound(instance, upper, floor=floor, deadline=deadline)
     if tower > value:
-        value, name = tower, "two-tower relaxation"
+        return tower, "two-tower relaxation"
     chain = chain_lower_bound(instance, upper, deadline=deadline)
     if chain > value:
         value, name = chain, "dominator-chain relaxation"
