@@ -92,6 +92,7 @@ _SPAN = 0.05  # of the ops: an op whose one input is made further back than this
 _FLOATING_SHARE = 0.02  # of the graph's work (every type) that deleted floating paths may hold
 _RESOLUTIONS = (200, 400, 800)  # groups of positions per tower, refined while time remains
 _MAX_ROWS = 3_000  # grouped rows of the smaller tower (its cost matrices are rows² per type)
+_MAX_OPS = 20_000  # larger graphs are left to the chain bound (finding towers is quadratic at worst)
 
 
 @dataclass(frozen=True)
@@ -231,9 +232,9 @@ def _without_floating(tower: Instance, allowance: np.ndarray) -> Instance:
 def towers(instance: Instance) -> Towers | None:
     """The two towers of ``instance`` (module docstring), or ``None`` when, after the broadcast
     relaxation, its dominator chain is useful, or its largest segment holds fewer than two
-    components even with the far-fed chains hung."""
+    components even with the far-fed chains hung, or it has more than :data:`_MAX_OPS` ops."""
     ops = len(instance.graph.ops)
-    if _largest_segment(instance) <= _NO_CHAIN * ops:
+    if ops > _MAX_OPS or _largest_segment(instance) <= _NO_CHAIN * ops:
         return None
     hung = _without_broadcasts(instance)
     if _largest_segment(hung) <= _NO_CHAIN * ops:
@@ -411,6 +412,8 @@ def tower_lower_bound(
         return floor
     reference = int(instance.costs.finite_times().sum(axis=0).argmin())
     measured = [_measured(tower, reference) for tower in (found.first, found.second)]
+    if deadline is not None and time.perf_counter() > deadline:
+        return floor
     forward, backward = (_precedences(x, y, found.links) for x, y in (measured, measured[::-1]))
     best = floor
     for resolution in _RESOLUTIONS:
