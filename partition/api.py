@@ -45,8 +45,8 @@ _AUTO_CP_SAT_CELLS = 4_000
 # After ideal-dp, CP-SAT gets this share of the time left and the large-neighbourhood polish the rest.
 _AUTO_CP_SAT_SHARE = 0.4
 _AUTO_IDEAL_DP_SHARE = 0.5  # of the solver's time for ideal-dp under auto; CP-SAT and the polish get the rest
-_CHAIN_BOUND_SHARE = 0.1  # of the time limit (4 s without one) for the dominator-chain bound
-_UNUSED_SHARE = 0.8  # of the time a solver left unused, for the chain bound when nothing else follows
+_STRUCTURAL_BOUND_SHARE = 0.1  # of the time limit (4 s without one) for the chain or two-tower bound
+_UNUSED_SHARE = 0.8  # of the time a solver left unused, for those bounds when nothing else follows
 
 
 def graph_from_networkx(graph: nx.DiGraph, name: str = "graph") -> OpGraph:
@@ -273,8 +273,8 @@ def solve(
     implementation = get_solver(name)
     if auto and time_limit is None:
         time_limit = AUTO_TIME_LIMIT
-    # the solver leaves the chain bound its share of the time limit
-    solver_limit = None if time_limit is None else time_limit * (1 - _CHAIN_BOUND_SHARE)
+    # the solver leaves the chain or two-tower bound its share of the time limit
+    solver_limit = None if time_limit is None else time_limit * (1 - _STRUCTURAL_BOUND_SHARE)
     settings = Settings(time_limit=solver_limit, seed=seed, threads=threads, progress=progress)
     limit = implementation.capabilities.max_ops
     if limit is not None and len(instance.graph.ops) > limit:
@@ -303,13 +303,13 @@ def solve(
     name, outcome, fallback_notes = _run_solver(instance, name, first, auto)
     # Before any polish, so that a bound meeting the incumbent ends ``auto`` at once.
     bound = max(bound, outcome.lower_bound)
-    chain_budget = _CHAIN_BOUND_SHARE * (time_limit or 40.0)
+    bound_budget = _STRUCTURAL_BOUND_SHARE * (time_limit or 40.0)
     if time_limit is not None and name == "anytime":
         # it ends with its own polish, so nothing but the evaluation follows: the bound may use
         # most of the time the search left (converged early), to refine its cells
         left = started + time_limit - time.perf_counter()
-        chain_budget = max(chain_budget, _UNUSED_SHARE * left)
-    bound, bound_notes = _with_structural_bound(instance, outcome, bound, chain_budget)
+        bound_budget = max(bound_budget, _UNUSED_SHARE * left)
+    bound, bound_notes = _with_structural_bound(instance, outcome, bound, bound_budget)
     if auto and name == "ideal-dp":
         name, outcome, polish_notes = _polish_with_cp_sat(
             instance, outcome, bound, settings, started, _AUTO_CP_SAT_SHARE

@@ -135,7 +135,7 @@ def test_stops_when_the_chain_bound_meets_the_first_splits() -> None:
     messages: list[str] = []
     result = partition.solve(instance, "anytime", time_limit=20, progress=messages.append)
     assert result.status is partition.Status.OPTIMAL
-    assert any("chain bound met" in m for m in messages)
+    assert any("structural bound met" in m for m in messages)
     assert not any("generation" in m or m.startswith("lns:") for m in messages)
     assert any(note.endswith("bound = dominator-chain relaxation") for note in result.notes)
 

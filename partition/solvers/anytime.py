@@ -44,8 +44,8 @@ Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
 
 Lower bound: :func:`partition.aggregate_bound.aggregate_lower_bound` on the *original*
 instance (work over type-weighted aggregate speed plus a communication floor), valid however
-heuristic the coarsening; on graphs of at most ``_CHAIN_BOUND_OPS`` ops, also the
-dominator-chain bound before step 3, and when the incumbent meets it the search stops there.
+heuristic the coarsening; on graphs of at most ``_STRUCTURAL_BOUND_OPS`` ops, also the
+dominator-chain or two-tower bound before step 3, and when the incumbent meets it the search stops there.
 Deterministic for a fixed seed when the search converges (25 generations without improvement)
 and the polish runs out of windows before the time limit (each window's CP-SAT search is
 limited in deterministic time); otherwise the result is the best found when time ran out.
@@ -81,8 +81,8 @@ _COARSEN_SECONDS_PER_OP = 2.5e-5  # heuristic coarsening, twice its cost on 2 sh
 _STALL_GENERATIONS = 25  # the genetic search ends after this many generations without improvement
 _ROUNDING_SHARE = 0.25  # of the search time at most for the chain-DP rounding start (.chain_round)
 _LNS_SHARE = 0.35  # of the time limit kept for the large-neighbourhood polish (more if the search converges)
-_CHAIN_BOUND_OPS = 5_000  # the chain bound is tried before the order search on graphs this small ...
-_CHAIN_BOUND_SHARE = 0.1  # ... within this share of the search time left
+_STRUCTURAL_BOUND_OPS = 5_000  # the chain or two-tower bound is tried before the order search up to this ...
+_STRUCTURAL_BOUND_SHARE_LEFT = 0.1  # ... many ops, within this share of the search time left
 _PROVEN = 1e-6  # the incumbent meets the bound within solve's optimality tolerance
 
 
@@ -424,9 +424,9 @@ class _Search:
         :mod:`partition.tower_bound`, on the original instance) where that is cheap; whether the
         incumbent now meets it, so that the search can stop: on the 7B decoder at k = 32 it does
         after the first splits."""
-        if self.best_placement is None or len(self.instance.graph.ops) > _CHAIN_BOUND_OPS:
+        if self.best_placement is None or len(self.instance.graph.ops) > _STRUCTURAL_BOUND_OPS:
             return False
-        deadline = time.perf_counter() + max(self.remaining(), 0.0) * _CHAIN_BOUND_SHARE
+        deadline = time.perf_counter() + max(self.remaining(), 0.0) * _STRUCTURAL_BOUND_SHARE_LEFT
         value, name = structural_lower_bound(self.instance, self.best[0], floor=self.bound, deadline=deadline)
         if value > self.bound:
             self.bound, self.bound_source = value, name
@@ -534,7 +534,7 @@ class Anytime(Solver):
             search.report("refined")
         polished: tuple[str, ...] = ()
         if search.proven_by_structural_bound():
-            search.report("chain bound met")
+            search.report("structural bound met")
         else:
             self._evolve(search, preds, succs)
             if (
