@@ -221,3 +221,56 @@ def test_the_tie_break_keeps_the_first_pass_destination_counts() -> None:
     exact = partition.solve(instance, "brute-force")
     assert dp.evaluation.valid
     assert dp.lower_bound <= exact.bottleneck * (1 + RELATIVE) <= dp.bottleneck * (1 + RELATIVE) ** 2
+
+
+def _recorded_runs(monkeypatch, fail_after: int | None = None) -> list[tuple[int, str]]:
+    """Record each DP pass as (states of its level, 'bound' or 'placement'); with
+    ``fail_after``, the passes after that many run out of time."""
+    from partition.solvers import ideal_dp
+
+    calls: list[tuple[int, str]] = []
+    run = ideal_dp._DP.run
+
+    def recorded(dp, cap, clock, combine, links, spread_cap=None):
+        floor = ideal_dp._links(dp.instance, dp.groups, dp.lattice, slowest=False)
+        bound = combine is np.maximum and np.array_equal(links.per_unit, floor.per_unit) and cap >= 0
+        calls.append((dp.lattice.states, "bound" if bound and spread_cap is None else "placement"))
+        if fail_after is not None and len(calls) > fail_after:
+            raise ideal_dp._OutOfTime("out of time (test)")
+        return run(dp, cap, clock, combine, links, spread_cap)
+
+    monkeypatch.setattr(ideal_dp._DP, "run", recorded)
+    return calls
+
+
+def test_placement_passes_wait_for_the_later_levels_bounds(monkeypatch) -> None:
+    # The passes that only improve the placement (slowest links, tie-break) used to run at
+    # every level, and pushed the richest level (hosts known) past auto's share of the time
+    # on bert_legacy (bench/ideal_dp_passes.md). When they would leave too little time for the
+    # later levels' bound passes, they wait and run once, at the last level.
+    instance = _instance(TWO_HOSTS, 2, 8, 4, 0.3, False, True, "per-destination")
+    exact = partition.solve(instance, "brute-force")
+    calls = _recorded_runs(monkeypatch)
+    unhurried = partition.solve(instance, "ideal-dp")
+    assert [kind for _, kind in calls].count("placement") > 2  # each level's, with time to spare
+    calls.clear()
+    monkeypatch.setattr("partition.solvers.ideal_dp._PLACEMENT_PASSES", 1e9)  # "they take ages"
+    result = partition.solve(instance, "ideal-dp", time_limit=600)
+    bounds = [states for states, kind in calls if kind == "bound"]
+    assert len(bounds) == 3 and bounds == sorted(bounds)  # types, then classes with σ, then σ and ν
+    first_placement = next(i for i, (_, kind) in enumerate(calls) if kind == "placement")
+    assert first_placement == 3
+    assert all(kind == "placement" and states == bounds[-1] for states, kind in calls[first_placement:])
+    assert result.lower_bound == unhurried.lower_bound
+    assert result.lower_bound <= exact.bottleneck * (1 + RELATIVE) <= result.bottleneck * (1 + RELATIVE) ** 2
+
+
+def test_a_time_limit_in_the_placement_passes_keeps_every_level_bound(monkeypatch) -> None:
+    instance = _instance(TWO_HOSTS, 2, 8, 4, 0.3, False, True, "per-destination")
+    full = partition.solve(instance, "ideal-dp")
+    monkeypatch.setattr("partition.solvers.ideal_dp._PLACEMENT_PASSES", 1e9)
+    calls = _recorded_runs(monkeypatch, fail_after=3)
+    hurried = partition.solve(instance, "ideal-dp", time_limit=600)
+    assert [kind for _, kind in calls] == ["bound"] * 3 + ["placement"]
+    assert hurried.lower_bound == full.lower_bound and hurried.evaluation.valid
+    assert hurried.bottleneck >= full.bottleneck * (1 - RELATIVE)

@@ -43,13 +43,20 @@ exactly when the evaluator's bottleneck of the returned placement equals ``V``.
 **Levels.** Every level is a valid bound, each at least as tight as the one before: device
 types with nothing tracked (the fastest; its placement caps the next levels' stages), then
 classes with ``σ``, then classes with ``σ`` and ``ν`` (see :func:`_levels`; a level whose
-table would be too large is skipped). The time limit stops the current level; the bound and
-placements of the levels that finished are kept.
+table would be too large is skipped). Each level first runs the pass that proves its bound.
+The passes that only look for better placements (the slowest links and the tie-break, below)
+follow at once when the gap is closed (the tie rule) or when the later levels' bound passes
+are predicted to fit after them; otherwise they wait and run once, at the last level finished,
+with the time left. So under a tight limit the time goes to the bounds first: a rich level's
+bound, where hosts are known, is often what closes a gap, and under ``auto`` CP-SAT and the
+large-neighbourhood polish improve the placement after. A level predicted to overrun the time
+limit is not started (see :func:`_predicted`); the time limit stops the current pass, and the
+bounds and placements of the passes that finished are kept.
 
 **Devices.** The DP fixes the device group of each stage; concrete devices are then chosen by
 evaluating assignments of (type, host) classes of the groups' types, the DP's own first (see
 :mod:`._devices`; capped at :data:`_DEVICE_CHOICES`), which picks the hosts with the cheapest
-true communication. A third pass charges the *slowest* links instead (no bound, but its
+true communication. A placement pass charges the *slowest* links instead (no bound, but its
 placement often evaluates better when links differ), and the placements of the order DP and
 the balanced-time and uniform baselines are candidates too, with the best split of the ideals
 over host orders (:mod:`.ideal_split`, run on these tables before the first level, whose cap
@@ -86,10 +93,14 @@ from .ideal_split import sequence_split
 from .order_dp import split_order
 
 IDEAL_LIMIT = 200_000
-# A level's time grows about as (states ratio)^0.75 over the last one's (0.4–0.7 measured on
-# GPT-2 and BERT): a level predicted to overrun the time limit is not started.
+# Extending a level's states takes about (states ratio)^0.75 the last level's time; scoring the
+# candidate stages costs the same at every level (bert_legacy, 17 → 243 → 729 states: 1.2 →
+# 3.9 → 8.4 s extending, 3.3 → 3.9 → 4.4 s scoring): a level predicted to overrun is not started.
 _LEVEL_GROWTH = 0.75
-_STATE_BUDGET = 6_000_000  # ideals × DP states: three float tables of this size per track
+# The placement passes of a level (slowest links, tie-break) take about this many times its bound
+# pass; they run at once when the later levels' bound passes still fit after them.
+_PLACEMENT_PASSES = 2.0
+_STATE_BUDGET = 6_000_000  # ideals × DP states: each pass fills three tables of this size
 _DEVICE_CHOICES = 2_000
 _SEQUENCE_SHARE = 0.15  # of the time left for the ideal split over host orders (.ideal_split)
 _TOLERANCE = 1e-9
@@ -198,7 +209,8 @@ class _Graph:
     starts: np.ndarray  # where each tensor's consumers start in ``flat``
     count: np.ndarray  # how many consumers each tensor has
     own_params: np.ndarray  # per op: bytes of the weights only it uses
-    shared_users: list[np.ndarray]
+    shared_users: np.ndarray  # the users of each weight with several, concatenated
+    shared_firsts: np.ndarray  # where each weight's users start in ``shared_users``
     shared_size: np.ndarray
 
 
@@ -229,7 +241,8 @@ def _graph_arrays(instance: Instance) -> _Graph:
         np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64),
         count,
         own,
-        [np.array(sorted(users[w]), dtype=np.int64) for w in shared],
+        np.array([u for w in shared for u in sorted(users[w])], dtype=np.int64),
+        np.cumsum([0] + [len(users[w]) for w in shared[:-1]], dtype=np.int64),
         np.array([graph.weights[w] for w in shared], dtype=float),
     )
 
@@ -345,6 +358,37 @@ def _fewest_destinations(interval: np.ndarray, cap: float) -> np.ndarray:
             i = j + 1
         fewest[f] = count
     return fewest
+
+
+@dataclass(frozen=True, eq=False)
+class _Destinations:
+    """The tensors read along a chain (:func:`_spread_tensors`) as flat arrays: each one's
+    ``producer`` and ``size``, its chain's ``readers`` concatenated (each chain starts at
+    ``firsts``), and ``fewest[x, f]``, the fewest stages under the cap that hold readers
+    ``f, f+1, …`` of tensor ``x``'s chain (padded past its length)."""
+
+    producer: np.ndarray
+    size: np.ndarray
+    readers: np.ndarray
+    firsts: np.ndarray
+    fewest: np.ndarray
+
+
+def _destinations(
+    spread: list[tuple[int, np.ndarray, np.ndarray]], arrays: _Graph, cap: float
+) -> _Destinations:
+    tensors = np.array([x for x, _, _ in spread], dtype=np.int64)
+    chains = [chain for _, chain, _ in spread]
+    fewest = np.zeros((len(spread), max((len(c) for c in chains), default=0) + 1), dtype=np.int64)
+    for row, (_, _, gaps) in enumerate(spread):
+        fewest[row, : len(gaps) + 1] = _fewest_destinations(gaps, cap)
+    return _Destinations(
+        arrays.producer[tensors],
+        arrays.size[tensors],
+        np.concatenate(chains) if chains else np.zeros(0, dtype=np.int64),
+        np.cumsum([0] + [len(c) for c in chains[:-1]], dtype=np.int64),
+        fewest,
+    )
 
 
 _FRONTIER_UNITS = 8  # an ideal whose complement has more minimal units gets no send attribution
@@ -471,9 +515,22 @@ def _lattice(instance: Instance, groups: _Groups, track: int) -> _Lattice:
 
 
 def _describe(groups: _Groups, track: int) -> str:
-    group = "(type, host) class" if groups.classes else "type"
-    tracked = ("", f", the last stage's {group} tracked", f", the last and next stages' {group}s tracked")
+    group, plural = ("(type, host) class", "classes") if groups.classes else ("type", "types")
+    tracked = ("", f", the last stage's {group} tracked", f", the last and next stages' {plural} tracked")
     return f"devices counted per {group}{tracked[track]}"
+
+
+def _states(instance: Instance, groups: _Groups, track: int) -> int:
+    """DP states of the level counting ``groups`` and tracking ``track`` (see :func:`_lattice`)."""
+    return len(_vectors(instance, groups)[0]) * (len(groups.devices) + 1) ** track
+
+
+def _predicted(previous: tuple[float, float, int], states: int) -> float:
+    """Seconds of a level's bound pass with ``states``, from the last level's (seconds, of which
+    extending states, states): scoring the candidate stages costs the same at every level,
+    extending the states grows as their number to the power :data:`_LEVEL_GROWTH`."""
+    seconds, relaxing, before = previous
+    return seconds - relaxing + relaxing * (states / before) ** _LEVEL_GROWTH
 
 
 def _levels(instance: Instance, ideals: int) -> list[tuple[_Groups, int]]:
@@ -485,8 +542,7 @@ def _levels(instance: Instance, ideals: int) -> list[tuple[_Groups, int]]:
     levels = [(types, 0)]
     for track in (1, 2):
         for groups in (classes, types):  # the first that fits
-            size = len(_vectors(instance, groups)[0]) * (len(groups.devices) + 1) ** track
-            if ideals * size <= _STATE_BUDGET:
+            if ideals * _states(instance, groups, track) <= _STATE_BUDGET:
                 levels.append((groups, track))
                 break
     return levels
@@ -627,7 +683,8 @@ class _DP:
         self.next_inputs: np.ndarray | None = None
         per_destination = instance.options.comm_mode is CommMode.PER_DESTINATION
         self.spread = _spread_tensors(instance, self.arrays) if per_destination else []
-        self.destinations: list[tuple[int, np.ndarray, np.ndarray]] = []
+        self.destinations: _Destinations | None = None
+        self.relax_seconds = 0.0  # spent extending states (the part that grows with the level's states)
         self.set_level(_groups(instance, classes=False), 0)
 
     def set_level(self, groups: _Groups, track: int) -> None:
@@ -703,38 +760,44 @@ class _DP:
         inside = t.row(ideal)
         recv_b, recv_c = np.zeros(len(js)), np.zeros(len(js))
         sent_b, sent_c = t.out_bytes[js].copy(), t.out_count[js].copy()
-        leaving = np.zeros(0, dtype=bool)
         last = self._last_units(inside) if ideal and self.track else np.zeros(0, dtype=np.int64)
-        from_last = np.zeros((2, len(js), len(last)))
+        last_c, last_b = np.zeros((2, len(js)))
+        leaving = np.zeros(0, dtype=np.int64)
         if len(a.producer):
-            leaving = inside[a.producer] & (np.add.reduceat(inside[a.flat], a.starts) < a.count)
-        for x in np.flatnonzero(leaving):  # tensors leaving ``ideal``...
-            outside = a.consumers[x][~inside[a.consumers[x]]]
-            taken = t.member(js, outside)
-            got = taken.any(axis=1)  # ...received by the stage
-            recv_b += got * a.size[x]
-            recv_c += got
-            passing = ~taken.all(axis=1)  # ...still leaving ``J`` but not sent by the stage
-            sent_b -= passing * a.size[x]
-            sent_c -= passing
-            column = np.searchsorted(last, self.unit_of[a.producer[x]])
-            if column < len(last) and last[column] == self.unit_of[a.producer[x]]:
-                from_last[0, :, column] += got
-                from_last[1, :, column] += got * a.size[x]
-        last_c, last_b = from_last.min(axis=2) if len(last) else np.zeros((2, len(js)))
-        for x, chain, fewest in self.destinations:  # a tensor read in several later stages
-            if inside[a.producer[x]]:
-                continue
-            made = t.member(js, a.producer[x : x + 1])[:, 0]
-            extra = np.maximum(fewest[t.member(js, chain).sum(axis=1)] - 1, 0) * made
-            sent_c += extra
-            sent_b += extra * a.size[x]
+            leaving = np.flatnonzero(
+                inside[a.producer] & (np.add.reduceat(inside[a.flat], a.starts) < a.count)
+            )
+        if len(leaving):  # tensors leaving ``ideal``, each with a reader outside it...
+            counts = a.count[leaving]
+            owner = np.repeat(np.arange(len(leaving)), counts)
+            slots = np.arange(counts.sum()) + np.repeat(
+                a.starts[leaving] - np.cumsum(counts) + counts, counts
+            )
+            outside = ~inside[a.flat[slots]]
+            owner = owner[outside]
+            taken = t.member(js, a.flat[slots[outside]])
+            firsts = np.flatnonzero(np.concatenate([[True], owner[1:] != owner[:-1]]))
+            got = np.logical_or.reduceat(taken, firsts, axis=1).astype(float)  # ...received by the stage
+            passing = 1.0 - np.logical_and.reduceat(taken, firsts, axis=1)  # ...leaving ``J``, not sent by it
+            size = a.size[leaving]
+            recv_c, recv_b = got.sum(axis=1), got @ size
+            sent_c, sent_b = sent_c - passing.sum(axis=1), sent_b - passing @ size
+            if len(last):  # what comes from each maximal unit of ``ideal``
+                from_last = (self.unit_of[a.producer[leaving]][:, None] == last[None, :]).astype(float)
+                last_c, last_b = (got @ from_last).min(axis=1), ((got * size) @ from_last).min(axis=1)
+        spread = self.destinations  # tensors read in several later stages
+        if spread is not None and len(spread.producer):
+            made = t.member(js, spread.producer) & ~inside[spread.producer]
+            readers = np.add.reduceat(t.member(js, spread.readers), spread.firsts, axis=1)
+            extra = np.maximum(spread.fewest[np.arange(len(spread.producer)), readers] - 1, 0) * made
+            sent_c, sent_b = sent_c + extra.sum(axis=1), sent_b + extra @ spread.size
         next_c, next_b = self._to_next(inside, js)
         params = t.own_params[js] - t.own_params[ideal]
-        for users, size in zip(a.shared_users, a.shared_size, strict=True):
-            outside = users[~inside[users]]
-            if len(outside):
-                params += t.member(js, outside).any(axis=1) * size
+        if len(a.shared_size):  # a shared weight is stored where the stage holds one of its users
+            held = np.add.reduceat(t.member(js, a.shared_users), a.shared_firsts, axis=1)
+            params = (
+                params + (held > np.add.reduceat(inside[a.shared_users], a.shared_firsts)) @ a.shared_size
+            )
         diff = t.packed[js] & ~t.packed[ideal]
         first = (diff != 0).argmax(axis=1)
         lead = _LEADING_ZEROS[diff[np.arange(len(js)), first]]
@@ -747,38 +810,30 @@ class _DP:
         return compute, np.column_stack([recv_c, recv_b, sent_c, sent_b, last_c, last_b, next_c, next_b])
 
     def run(
-        self, cap: float, clock: _Clock, tracks: list[tuple], spread_cap: float | None = None
-    ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """For each track ``(combine, links)``: ``F[ideal, state]`` with every stage ``≤ cap``,
-        and back-pointers (ideal, state). Tracks share the candidates and stage parts of each ideal.
-        The fewest destinations of a tensor read along a chain assume stages of at most
-        ``spread_cap`` (default ``cap``): under a lower cap and the first pass's
-        ``spread_cap``, a second pass keeps the first's stage costs, so it finds its chain."""
+        self, cap: float, clock: _Clock, combine, links: _Links, spread_cap: float | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``F[ideal, state]`` with every stage ``≤ cap`` (stages combined by ``combine``: the
+        maximum, or the sum to break ties), and back-pointers (ideal, state). The fewest
+        destinations of a tensor read along a chain assume stages of at most ``spread_cap``
+        (default ``cap``): under a lower cap and the first pass's ``spread_cap``, a second pass
+        keeps the first's stage costs, so it finds its chain."""
         t, lattice = self.tables, self.lattice
         count = len(t.work)
-        tables = []
-        for _ in tracks:
-            best = np.full((count, lattice.states), np.inf)
-            best[0, lattice.starts()] = 0.0
-            tables.append(
-                (best, np.full(best.shape, -1, dtype=np.int64), np.full(best.shape, -1, dtype=np.int64))
-            )
-        spread_cap = cap if spread_cap is None else spread_cap
-        self.destinations = [
-            (x, chain, _fewest_destinations(gaps, spread_cap)) for x, chain, gaps in self.spread
-        ]
+        best = np.full((count, lattice.states), np.inf)
+        best[0, lattice.starts()] = 0.0
+        parent, parent_state = (
+            np.full(best.shape, -1, dtype=np.int64),
+            np.full(best.shape, -1, dtype=np.int64),
+        )
+        self.destinations = _destinations(self.spread, self.arrays, cap if spread_cap is None else spread_cap)
         vectors = lattice.vector_of(np.arange(lattice.states))
         work_limit = (_scaled(cap, self.room) * (1 + _TOLERANCE) + 1e-300)[:, vectors]
         next_limit = _scaled(cap, self.room_next)[:, vectors]
         for ideal in range(count - 1):
             clock.tick(ideal, count)
             rest = t.work[self.full] - t.work[ideal]  # drop states whose rest cannot fit under cap
-            hopeless = (rest[:, None] > work_limit).any(axis=0)
-            lives = []
-            for best, _, _ in tables:
-                best[ideal, hopeless] = np.inf
-                lives.append(np.isfinite(best[ideal]))
-            live = np.logical_or.reduce(lives)
+            best[ideal, (rest[:, None] > work_limit).any(axis=0)] = np.inf
+            live = np.isfinite(best[ideal])
             if not live.any():
                 continue
             js = self.candidates(ideal, cap, next_limit[:, live].max(axis=1))
@@ -786,14 +841,10 @@ class _DP:
                 continue
             self.pairs += len(js)
             compute, traffic = self.stage_parts(ideal, js)
-            for (combine, links), (best, parent, parent_state), mine in zip(
-                tracks, tables, lives, strict=True
-            ):
-                if mine.any():
-                    self._relax(
-                        ideal, js, compute, traffic, combine, links, cap, mine, best, parent, parent_state
-                    )
-        return tables
+            relaxing = time.perf_counter()
+            self._relax(ideal, js, compute, traffic, combine, links, cap, live, best, parent, parent_state)
+            self.relax_seconds += time.perf_counter() - relaxing
+        return best, parent, parent_state
 
     def _relax(
         self, ideal, js, compute, traffic, combine, links, cap, live, best, parent, parent_state
@@ -939,21 +990,24 @@ class IdealDP(Solver):
             k = min(instance.options.stages, len(instance.cluster.devices))
             found = sequence_split(dp, best[2].bottleneck, k, share, settings.seed, best[1].devices)
             best = _better(best, None if found is None else ("ideal split over host orders", *found))
-        value, proven, stopped, previous = -np.inf, None, None, None
-        for groups, track in _levels(instance, len(ideals)):
+        value, proven, stopped, previous, pending = -np.inf, None, None, None, None
+        levels = _levels(instance, len(ideals))
+        for index, (groups, track) in enumerate(levels):
+            predicted = 0.0 if previous is None else _predicted(previous, _states(instance, groups, track))
+            if time.perf_counter() + predicted > deadline:
+                stopped = f"skipped the level with {_describe(groups, track)} (about {predicted:.0f} s)"
+                break
             dp.set_level(groups, track)
-            if previous is not None:  # (seconds, states) of the last level
-                predicted = previous[0] * (dp.lattice.states / previous[1]) ** _LEVEL_GROWTH
-                if time.perf_counter() + predicted > deadline:
-                    stopped = f"skipped the level with {_describe(groups, track)} (about {predicted:.0f} s)"
-                    break
-            started = time.perf_counter()
+            started, dp.relax_seconds = time.perf_counter(), 0.0
             try:
-                level_value, best = self._level(instance, dp, best, settings, deadline)
+                level_value, best = self._bound_pass(instance, dp, best, settings, deadline)
             except _OutOfTime as stop:
                 stopped = f"{stop} at the level with {_describe(groups, track)}"
                 break
-            previous = (time.perf_counter() - started, dp.lattice.states)
+            previous = (time.perf_counter() - started, dp.relax_seconds, dp.lattice.states)
+            settings.report(
+                f"ideal-dp: bound {level_value:.6g} s with {_describe(groups, track)} ({previous[0]:.1f} s)"
+            )
             if not np.isfinite(level_value):
                 return Outcome(
                     None,
@@ -966,8 +1020,22 @@ class IdealDP(Solver):
                 )
             if proven is None or level_value > value:
                 value, proven = level_value, _describe(groups, track)
+            # the placement passes now when the gap is closed (for the tie rule) or when they
+            # leave time for the later levels' bounds
+            later = sum(_predicted(previous, _states(instance, *level)) for level in levels[index + 1 :])
+            closed = best is not None and best[2].bottleneck <= value * (1 + _TOLERANCE)
+            if not closed and time.perf_counter() + _PLACEMENT_PASSES * previous[0] + later > deadline:
+                pending = (groups, track, level_value)
+                continue
+            pending = None
+            best = self._placement_passes(instance, dp, best, level_value, settings, deadline)
             if best is not None and best[2].bottleneck <= value * (1 + _TOLERANCE):
                 break
+        if pending is not None and not (best is not None and best[2].bottleneck <= value * (1 + _TOLERANCE)):
+            groups, track, level_value = pending  # the last level whose placement passes waited
+            if dp.groups is not groups or dp.track != track:
+                dp.set_level(groups, track)
+            best = self._placement_passes(instance, dp, best, level_value, settings, deadline)
         if proven is None:
             return self._out_of_time(best, stopped)
         if best is None:
@@ -984,49 +1052,63 @@ class IdealDP(Solver):
         return Outcome(best[1], Status.FEASIBLE, value, tuple(notes))
 
     @staticmethod
-    def _level(
+    def _bound_pass(
         instance: Instance, dp: _DP, best: tuple[str, Placement, Evaluation] | None, settings, deadline
     ) -> tuple[float, tuple[str, Placement, Evaluation] | None]:
-        """One level's DP value (``inf``: nothing fits) and the best placement so far, its
-        stages capped by the best placement's bottleneck."""
+        """The level's DP value (``inf``: nothing fits), its stages capped by the best placement's
+        bottleneck, and the better of that placement and the DP's own."""
         cap = best[2].bottleneck * (1 + _TOLERANCE) if best else np.inf
         finals, floor = dp.finals(), _links(instance, dp.groups, dp.lattice, slowest=False)
-        ceiling = _links(instance, dp.groups, dp.lattice, slowest=True)
-        tracks = [(np.maximum, floor)]
-        if not (
-            np.array_equal(floor.per_unit, ceiling.per_unit) and np.array_equal(floor.pair, ceiling.pair)
-        ):
-            tracks.append((np.maximum, ceiling))  # the slowest links: no bound, maybe a better placement
-        runs = dp.run(cap, _Clock(settings, "ideal-dp pass 1", deadline), tracks)
-        values, parent, parent_state = runs[0]
+        values, parent, parent_state = dp.run(cap, _Clock(settings, "ideal-dp", deadline), np.maximum, floor)
         value = float(values[dp.full, finals].min()) if len(finals) else np.inf
         if not np.isfinite(value):
             return value, best
-        if len(runs) > 1 and np.isfinite(runs[1][0][dp.full, finals].min()):
-            upper, up_parent, up_state = runs[1]
-            state = int(finals[np.argmin(upper[dp.full, finals])])
-            best = _better(
-                best, _placed(instance, dp, up_parent, up_state, state, "ideal-dp (slowest links)")
-            )
         state = int(finals[np.argmin(values[dp.full, finals])])
-        try:  # tie-break by the sum of stage times, then fewer stages
-            clock = _Clock(settings, "ideal-dp pass 2", deadline)
-            tie_cap = value * (1 + _TOLERANCE) + 1e-300
-            # stages of at most the DP value hold fewer readers of a chain-read tensor each, so
-            # the estimate charges it more destinations; when that leaves no chain under the
-            # value, the first pass's destination counts keep its chains
-            for spread_cap in (tie_cap, cap):
-                ((sums, tie_parent, tie_state),) = dp.run(tie_cap, clock, [(np.add, floor)], spread_cap)
-                if np.isfinite(sums[dp.full, finals]).any():
-                    parent, parent_state = tie_parent, tie_state
+        return value, _better(_placed(instance, dp, parent, parent_state, state, "ideal-dp"), best)
+
+    @staticmethod
+    def _placement_passes(
+        instance: Instance,
+        dp: _DP,
+        best: tuple[str, Placement, Evaluation] | None,
+        value: float,
+        settings: Settings,
+        deadline: float,
+    ) -> tuple[str, Placement, Evaluation] | None:
+        """``best`` or a better placement from the level whose DP value is ``value``, found by
+        passes that prove nothing more, while time remains: the DP over the *slowest* links
+        where links differ (its chain often evaluates better), then the chains of stages of at
+        most ``value`` with the least sum of stage times (the formulation's tie rule), then
+        fewer stages."""
+        cap = best[2].bottleneck * (1 + _TOLERANCE) if best else np.inf
+        finals, floor = dp.finals(), _links(instance, dp.groups, dp.lattice, slowest=False)
+        ceiling = _links(instance, dp.groups, dp.lattice, slowest=True)
+        passes = [("ideal-dp (slowest links)", cap, np.maximum, ceiling, (None,))]
+        uniform = np.array_equal(floor.per_unit, ceiling.per_unit) and np.array_equal(
+            floor.pair, ceiling.pair
+        )
+        if uniform or (best is not None and best[2].bottleneck <= value * (1 + _TOLERANCE)):
+            passes = []  # the slowest links can only find a smaller bottleneck
+        # stages of at most the DP value hold fewer readers of a chain-read tensor each, so the
+        # estimate charges it more destinations; when that leaves no chain under the value, the
+        # bound pass's destination counts keep its chains
+        tie_cap = value * (1 + _TOLERANCE) + 1e-300
+        passes.append(("ideal-dp", tie_cap, np.add, floor, (tie_cap, cap)))
+        for label, limit, combine, links, spread_caps in passes:
+            clock = _Clock(settings, label, deadline)
+            for spread_cap in spread_caps:
+                try:
+                    table, parent, parent_state = dp.run(limit, clock, combine, links, spread_cap)
+                except _OutOfTime:
+                    return best
+                if np.isfinite(table[dp.full, finals]).any():
                     used = dp.lattice.used[dp.lattice.vector_of(finals)]
                     state = int(
-                        min(zip(finals, used, strict=True), key=lambda f: (sums[dp.full, f[0]], f[1]))[0]
+                        min(zip(finals, used, strict=True), key=lambda f: (table[dp.full, f[0]], f[1]))[0]
                     )
+                    best = _better(best, _placed(instance, dp, parent, parent_state, state, label))
                     break
-        except _OutOfTime:
-            pass
-        return value, _better(_placed(instance, dp, parent, parent_state, state, "ideal-dp"), best)
+        return best
 
     @staticmethod
     def _out_of_time(best: tuple[str, Placement, Evaluation] | None, stop: _OutOfTime) -> Outcome:
