@@ -1053,7 +1053,11 @@ class IdealDP(Solver):
 
     @staticmethod
     def _bound_pass(
-        instance: Instance, dp: _DP, best: tuple[str, Placement, Evaluation] | None, settings, deadline
+        instance: Instance,
+        dp: _DP,
+        best: tuple[str, Placement, Evaluation] | None,
+        settings: Settings,
+        deadline: float,
     ) -> tuple[float, tuple[str, Placement, Evaluation] | None]:
         """The level's DP value (``inf``: nothing fits), its stages capped by the best placement's
         bottleneck, and the better of that placement and the DP's own."""
