@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import partition
 from partition.api import _choose_solver
+from partition.solvers import ideal_dp
 from partition.solvers.ideal_dp import ideal_count
 
 ONE_HOST = [{"name": "h0", "devices": {"H100-SXM": 2, "A100-80GB": 2}, "intra_link": "pcie4"}]
@@ -226,14 +227,12 @@ def test_the_tie_break_keeps_the_first_pass_destination_counts() -> None:
 def _recorded_runs(monkeypatch, fail_after: int | None = None) -> list[tuple[int, str]]:
     """Record each DP pass as (states of its level, 'bound' or 'placement'); with
     ``fail_after``, the passes after that many run out of time."""
-    from partition.solvers import ideal_dp
-
     calls: list[tuple[int, str]] = []
     run = ideal_dp._DP.run
 
     def recorded(dp, cap, clock, combine, links, spread_cap=None):
         floor = ideal_dp._links(dp.instance, dp.groups, dp.lattice, slowest=False)
-        bound = combine is np.maximum and np.array_equal(links.per_unit, floor.per_unit) and cap >= 0
+        bound = combine is np.maximum and np.array_equal(links.per_unit, floor.per_unit)
         calls.append((dp.lattice.states, "bound" if bound and spread_cap is None else "placement"))
         if fail_after is not None and len(calls) > fail_after:
             raise ideal_dp._OutOfTime("out of time (test)")
