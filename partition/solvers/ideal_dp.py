@@ -94,8 +94,9 @@ from .order_dp import split_order
 
 IDEAL_LIMIT = 200_000
 # Extending a level's states takes about (states ratio)^0.75 the last level's time; scoring the
-# candidate stages costs the same at every level (bert_legacy, 17 → 243 → 729 states: 1.2 →
-# 3.9 → 8.4 s extending, 3.3 → 3.9 → 4.4 s scoring): a level predicted to overrun is not started.
+# candidate stages costs about the same at every level (bert_legacy's first passes, 17 → 243 →
+# 729 states: 0.6 → 3.9 → 8.4 s extending, 3.3 → 3.9 → 4.4 s scoring, bench/ideal_dp_passes.md):
+# a level predicted to overrun is not started.
 _LEVEL_GROWTH = 0.75
 # The placement passes of a level (slowest links, tie-break) take about this many times its bound
 # pass; they run at once when the later levels' bound passes still fit after them.
@@ -238,13 +239,19 @@ def _graph_arrays(instance: Instance) -> _Graph:
         consumers,
         np.array(size, dtype=float),
         np.concatenate(consumers) if consumers else np.empty(0, dtype=np.int64),
-        np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64),
+        _starts(count),
         count,
         own,
         np.array([u for w in shared for u in sorted(users[w])], dtype=np.int64),
-        np.cumsum([0] + [len(users[w]) for w in shared[:-1]], dtype=np.int64),
+        _starts([len(users[w]) for w in shared]),
         np.array([graph.weights[w] for w in shared], dtype=float),
     )
+
+
+def _starts(lengths) -> np.ndarray:
+    """Where each of consecutive runs of these lengths starts in their concatenation."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    return np.cumsum(lengths) - lengths
 
 
 def _work_weights(instance: Instance) -> np.ndarray:
@@ -386,7 +393,7 @@ def _destinations(
         arrays.producer[tensors],
         arrays.size[tensors],
         np.concatenate(chains) if chains else np.zeros(0, dtype=np.int64),
-        np.cumsum([0] + [len(c) for c in chains[:-1]], dtype=np.int64),
+        _starts([len(c) for c in chains]),
         fewest,
     )
 
@@ -770,9 +777,7 @@ class _DP:
         if len(leaving):  # tensors leaving ``ideal``, each with a reader outside it...
             counts = a.count[leaving]
             owner = np.repeat(np.arange(len(leaving)), counts)
-            slots = np.arange(counts.sum()) + np.repeat(
-                a.starts[leaving] - np.cumsum(counts) + counts, counts
-            )
+            slots = np.arange(counts.sum()) + np.repeat(a.starts[leaving] - _starts(counts), counts)
             outside = ~inside[a.flat[slots]]
             owner = owner[outside]
             taken = t.member(js, a.flat[slots[outside]])
