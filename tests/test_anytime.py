@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 
+import numpy as np
 import pytest
 from conftest import random_dag_instance
 from exhaustive import exhaustive_optimum
@@ -13,8 +15,11 @@ import partition.api
 import partition.solvers
 from partition import synthetic
 from partition.aggregate_bound import aggregate_lower_bound
+from partition.evaluator import evaluate
 from partition.placement import Status
 from partition.solvers import Outcome, Solver, get_solver
+from partition.solvers._scoring import TensorArrays
+from partition.solvers.anytime import _Splitter
 
 TWO_HOSTS = [
     {"name": "h0", "devices": {"H100-SXM": 1, "L4": 1}, "intra_link": "pcie5"},
@@ -170,3 +175,83 @@ def test_the_chain_bound_gets_the_time_an_early_search_left(monkeypatch) -> None
     assert len(budgets) == 2
     assert budgets[0] > 0.7 * 20.0  # 80% of the ~20 s left
     assert budgets[1] <= 0.1 * 20.0 + 1e-6  # any other solver keeps the 10% share
+
+
+def _splitter(seed: int, ops: int) -> tuple[partition.Instance, _Splitter]:
+    instance = random_dag_instance(seed, ops, hosts=TWO_HOSTS, stages=4, shared_outputs=True, memory=3e10)
+    order = np.arange(len(instance.graph.ops))
+    return instance, _Splitter(instance, order, TensorArrays.of(instance))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_window_prices_are_the_banded_dps(seed: int) -> None:
+    # the 2-D difference arrays of the windows give what the banded DP's arrays give, stage by
+    # stage: compute, the distinct tensors received and sent over each link, memory, blocked ops
+    _, splitter = _splitter(seed, 12)
+    n, sequence = splitter.n, [0, 2, 3, 1]
+    recv_bytes, recv_count, send_bytes, send_count = splitter._band_traffic(n)
+    for c, device in enumerate(sequence):
+        starts, stops = np.arange(0, n), np.arange(1, n + 1)
+        priced = splitter._window_costs(sequence, c, starts, stops)
+        column = splitter.type_of_device[device]
+        for x, i in enumerate(starts):
+            for y, j in enumerate(stops):
+                if j <= i:
+                    assert priced[x, y] == np.inf
+                    continue
+                t = j - i - 1
+                expected = splitter.prefix[j, column] - splitter.prefix[i, column]
+                if c > 0:
+                    link = splitter.link(sequence[c - 1], device)
+                    expected += recv_count[i, t] * link.latency + recv_bytes[i, t] / link.bandwidth
+                if c + 1 < len(sequence):
+                    link = splitter.link(device, sequence[c + 1])
+                    expected += send_count[j, t] * link.latency + send_bytes[j, t] / link.bandwidth
+                memory = (
+                    splitter.weights_array[j]
+                    - splitter.weights_array[i]
+                    + recv_bytes[i, t]
+                    + send_bytes[j, t]
+                )
+                if memory + splitter.working[i:j].max() > splitter.capacity[device] * (1 + 1e-9):
+                    expected = np.inf
+                assert priced[x, y] == pytest.approx(expected, rel=1e-9, abs=1e-15)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_window_dp_finds_the_best_split_with_cuts_near_the_incumbents(seed: int) -> None:
+    instance, splitter = _splitter(seed, 14)
+    n, sequence, radius = splitter.n, [0, 2, 3, 1], 2
+    ends = [3, 7, 10, n]
+
+    def estimate(cuts: tuple[int, ...]) -> float:
+        bounds = [0, *cuts]
+        return max(
+            splitter._window_costs(sequence, c, np.array([bounds[c]]), np.array([bounds[c + 1]]))[0, 0]
+            for c in range(len(cuts))
+        )
+
+    incumbent = [
+        splitter._window_costs(sequence, c, np.array([a]), np.array([b]))[0, 0]
+        for c, (a, b) in enumerate(zip([0, *ends], ends, strict=False))
+    ]
+    near = [range(e - radius, e + radius + 1) for e in ends[:-1]]
+    best = min(
+        (estimate((*cuts, n)) for cuts in itertools.product(*near) if list(cuts) == sorted(set(cuts))),
+        default=np.inf,
+    )
+    placement = splitter.window_dp(sequence, ends, radius, np.asarray(incumbent))
+    if not np.isfinite(best):
+        assert placement is None
+        return
+    stage_of = np.asarray(placement.stage_of)
+    found = (*(int(e) for e in np.flatnonzero(np.diff(stage_of)) + 1), n)
+    assert len(found) == len(ends) and all(abs(f - e) <= radius for f, e in zip(found, ends, strict=True))
+    assert estimate(found) == pytest.approx(best, rel=1e-12)
+    # the second pass keeps the cuts that need not move
+    assert sum(abs(f - e) for f, e in zip(found, ends, strict=True)) == min(
+        sum(abs(c - e) for c, e in zip((*cuts, n), ends, strict=True))
+        for cuts in itertools.product(*near)
+        if list(cuts) == sorted(set(cuts)) and estimate((*cuts, n)) <= best * (1 + 1e-9)
+    )
+    assert evaluate(instance, placement).bottleneck > 0
