@@ -100,6 +100,7 @@ in a homogeneous cluster, or on hosts of one type each, this is the exact chain 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from collections.abc import Callable
@@ -373,6 +374,57 @@ class _Builder:
                 values = np.where(pair, amounts[None, :, :], np.inf).reshape(len(rows), -1).min(axis=1)
                 handed[lo_row : lo_row + step, column] = np.where(np.isfinite(values), values, 0.0)
         return handed
+
+    def least_exchanged(self, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """(count, bytes) per row of segment ``b`` (as :meth:`segment_positions` made them):
+        the least a non-empty stage ending at the row's cut ``J`` sends, and the least one
+        starting there receives, whatever else it holds. The first holds a maximal op ``m`` of
+        ``J`` (a non-empty up-set of ``J`` holds one), and every tensor ``m`` makes is read
+        outside ``J``; the second holds a minimal op ``w`` of the rest, and every op-made input of
+        ``w`` comes from ``J``. So each is at least the least, over such ops, of their tensors'
+        count and bytes (0 where an op makes or reads none). At the boundary before ``d_b`` the
+        maximal ops are those of segment ``b - 1`` that only ``d_b`` reads, and the one minimal
+        op is ``d_b``; in a relaxed segment's cells nothing is known."""
+        lo, hi = int(self.bounds[b]), int(self.bounds[b + 1])
+        made, read = self.exchanged
+        ideals = self.segment_ideals(b)
+        rows = len(ideals) if ideals is not None else 1 + self.cells
+        sent, received = np.zeros((rows, 2)), np.zeros((rows, 2))
+        if b > 0 and self.heads[lo]:
+            last = np.flatnonzero(self.first_reader[int(self.bounds[b - 1]) : lo] >= lo) + int(
+                self.bounds[b - 1]
+            )
+            sent[0] = made[last].min(axis=0) if len(last) else 0.0
+            received[0] = read[lo]
+        if ideals is None or len(ideals) < 2:
+            return sent, received
+        members = np.array([[ideal >> u & 1 for u in range(hi - lo)] for ideal in ideals[1:]], dtype=bool)
+        selected = self.pairs_by_segment[b]
+        inner = selected[self.pair_op[selected] < hi]
+        feeds = np.zeros((hi - lo, hi - lo))
+        np.add.at(feeds, (self.producer[self.pair_tensor[inner]] - lo, self.pair_op[inner] - lo), 1.0)
+        maximal = members & ((members.astype(float) @ feeds.T) == 0)
+        minimal = ~members & (((~members).astype(float) @ feeds) == 0)
+        for mask, amounts, out in ((maximal, made[lo:hi], sent), (minimal, read[lo:hi], received)):
+            for column in range(2):
+                out[1:, column] = np.where(mask, amounts[None, :, column], np.inf).min(axis=1)
+        return sent, received
+
+    @functools.cached_property
+    def exchanged(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per op, (count, bytes) of the tensors it makes that some op reads, and of the
+        op-made tensors it reads."""
+        ops = len(self.first_reader)
+        made = np.column_stack(
+            [np.bincount(self.producer, minlength=ops), np.bincount(self.producer, self.size, minlength=ops)]
+        ).astype(float)
+        read = np.column_stack(
+            [
+                np.bincount(self.pair_op, minlength=ops),
+                np.bincount(self.pair_op, self.size[self.pair_tensor], minlength=ops),
+            ]
+        ).astype(float)
+        return made, read
 
     def segment_positions(self, b: int, prefix: np.ndarray, first: int, reference: int) -> bool:
         """Positions of segment ``b``, the first of them at row ``first``; whether relaxed."""

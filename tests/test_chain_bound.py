@@ -366,3 +366,46 @@ def test_work_curves_never_exceed_an_ideals_time() -> None:
             assert (np.interp(rest[:, reference], rx, ry) <= rest[:, t] * (1 + 1e-9) + 1e-15).all()
             tighter |= bool((least > np.interp(held[:, reference], ax, ay) * (1 + 1e-6)).any())
     assert tighter
+
+
+@cases
+@given(st.integers(0, 100_000), st.integers(3, 9), st.sampled_from([0.15, 0.3, 0.6]))
+def test_least_exchanges_are_what_every_stage_sends_and_receives(seed, n, p) -> None:
+    # every stage J \ I (I ⊊ J ideals) sends at least the least of J's row and receives at
+    # least the least of I's, by brute force over every pair of ideals of the graph
+    instance = random_dag_instance(
+        seed, n, hosts=TWO_HOSTS, stages=2, edge_probability=p, shared_outputs=seed % 2 == 0
+    )
+    builder = chain_bound._Builder(instance)
+    chain_bound._positions(builder, 0)
+    graph, index = instance.graph, instance.graph.index
+    tensors = [
+        (index[t.producer], {index[c] for c in t.consumers}, t.bytes)
+        for t in graph.tensors
+        if t.producer is not None and t.consumers
+    ]
+    ideals = [
+        frozenset(v for v in range(n) if mask >> v & 1)
+        for mask in range(1 << n)
+        if all(mask >> p & 1 or not mask >> c & 1 for p, readers, _ in tensors for c in readers)
+    ]
+    rows: list[tuple[frozenset, np.ndarray, np.ndarray]] = []  # (cut, least sent, least received)
+    for b in range(len(builder.bounds) - 1):
+        lo = int(builder.bounds[b])
+        sent, received = builder.least_exchanged(b)
+        for row, bits in enumerate(builder.segment_ideals(b) or [0]):
+            cut = frozenset(range(lo)) | {lo + u for u in range(n) if bits >> u & 1}
+            rows.append((cut, sent[row], received[row]))
+    for cut, least_sent, least_received in rows:
+        assert cut in ideals
+        for other in ideals:
+            if other < cut:  # a stage ending at the cut
+                stage = cut - other
+                out = [size for producer, readers, size in tensors if producer in stage and readers - stage]
+                assert len(out) >= least_sent[0] and sum(out) >= least_sent[1] * (1 - 1e-12)
+            if cut < other:  # a stage starting there
+                stage = other - cut
+                into = [
+                    size for producer, readers, size in tensors if producer not in stage and readers & stage
+                ]
+                assert len(into) >= least_received[0] and sum(into) >= least_received[1] * (1 - 1e-12)

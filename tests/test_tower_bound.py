@@ -137,6 +137,41 @@ def test_t5_hangs_the_cross_attention_projections_on_the_encoder() -> None:
         assert tower_lower_bound(instance, T5_BEST) < bound - 2e-6
     # the hung chains' segment has no join: each chain (projection, reshape, transpose) is a
     # group of the fractional knapsack, so its cheap reshapes cannot stand in for its matmul
+    # (where the segment is relaxed to cells: here without the residual streams' near readers)
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tower_bound, "_with_near_readers", lambda tower, original: tower)
+        grouped = tower_lower_bound(instance, T5_BEST)
         patch.setattr(chain_bound, "_components", lambda predecessors, skip: [])
-        assert tower_lower_bound(instance, T5_BEST) < bound - 2e-6
+        assert tower_lower_bound(instance, T5_BEST) < grouped - 2e-6
+
+
+def test_parts_inside_a_segment_pay_what_they_certainly_exchange(monkeypatch) -> None:
+    # CLIP on 16 V100s at k = 8: a part ending inside a segment still sends a tensor of one of
+    # its last ops, and one starting there receives the inputs of one of its first ops
+    instance = load_instance("instances/v1/clip_b32.homo-16v100.k8.json.gz")
+    best = 0.66363e-3  # anytime's placement at 60 s (bench/towers.md)
+    lifted = tower_lower_bound(instance, best)
+
+    def nothing(self, b):
+        sent, _ = original(self, b)
+        return np.zeros_like(sent), np.zeros_like(sent)
+
+    original = chain_bound._Builder.least_exchanged
+    monkeypatch.setattr(chain_bound._Builder, "least_exchanged", nothing)
+    assert tower_lower_bound(instance, best) * 1.004 < lifted <= best
+
+
+def test_t5_towers_keep_the_residual_streams_third_reader(monkeypatch) -> None:
+    # T5's residual stream is read by its norm's pow and scaling and by the next residual add;
+    # the broadcast relaxation kept the pow only, so a cut after the norm's rsqrt was nearly
+    # free. Given back, the readers near the first one lift the bound (A100/L4/T4, k = 8)
+    instance = load_instance("instances/v1/t5_small.hetero-a100-l4-t4.k8.json.gz")
+    best = 0.77309e-3  # anytime's placement at 60 s (bench/towers.md)
+    found = towers(instance)
+    assert found is not None
+    encoder = {op.id for op in found.first.graph.ops}
+    kept = [t for t in found.first.graph.tensors if t.producer is not None and t.producer in encoder]
+    assert any(len(set(t.consumers)) >= 3 for t in kept)
+    lifted = tower_lower_bound(instance, best)
+    monkeypatch.setattr(tower_bound, "_with_near_readers", lambda tower, original: tower)
+    assert tower_lower_bound(instance, best) * 1.04 < lifted <= best
