@@ -17,9 +17,11 @@ more, so the optimum can only fall):
   tower, and the precedences cut are remembered.
 - In the largest segment, the ops other than its first dominator fall into weakly connected
   components with no edge between them. The two with the most work are the towers ``A`` and
-  ``B``; every other op is deleted (the join, small components). A placement restricted to the
-  remaining ops still puts producers at or before their readers, computes less and sends
-  fewer tensors; it may leave stages empty, which the DP below allows.
+  ``B``. The ops after the segment (the join: CLIP's similarity logits) go with ``B``, their
+  inputs from ``A`` dropped; every other op is deleted (small components). A placement
+  restricted to the remaining ops still puts producers at or before their readers, computes
+  less and sends fewer tensors; it may leave stages empty, which the DP below allows. (Kept,
+  the join's 12 µs lift CLIP's bound on 16 V100s at k = 8 by 0.28%.)
 - *Floating paths.* A cheap path that reads a tower's first op and feeds its end (CLIP's text
   tower finds its end-of-text token by an ArgMax over the token ids) jumps over every residual
   add of the tower. In each tower the reader at the end of the longest edge is deleted, with
@@ -294,11 +296,13 @@ def towers(instance: Instance) -> Towers | None:
     reference = times.sum(axis=0).argmin()
     work = np.array([times[component == c, reference].sum() for c in labels])
     allowance = _FLOATING_SHARE * times.sum(axis=0)
+    segment = np.cumsum(dominators(hung))
+    tail = segment > np.bincount(segment).argmax()  # the join after the towers (CLIP's logits)
     found = []
-    for label in labels[np.argsort(-work, kind="stable")[:2]]:
-        tower = _without_floating(_without_ops(hung, component != label), allowance)
-        tower = _with_near_readers(tower, instance)
-        deleted = times[component == label].sum(axis=0) - tower.costs.finite_times().sum(axis=0)
+    for number, label in enumerate(labels[np.argsort(-work, kind="stable")[:2]]):
+        kept = (component == label) | (tail if number == 1 else False)
+        tower = _with_near_readers(_without_floating(_without_ops(hung, ~kept), allowance), instance)
+        deleted = times[kept].sum(axis=0) - tower.costs.finite_times().sum(axis=0)
         allowance = allowance - deleted
         found.append(tower)
     first, second = ({op.id for op in tower.graph.ops} for tower in found)
