@@ -9,7 +9,8 @@ chain of residual blocks, and a stage holds a contiguous piece of each.
 more, so the optimum can only fall):
 
 - Tensors read by three or more ops are read by their first reader only
-  (:func:`~partition.chain_bound._without_broadcasts`).
+  (:func:`~partition.chain_bound._without_broadcasts`); once the towers are found, each gets
+  back the readers near the first one (:func:`_with_near_readers`).
 - *Hung chains*, when the towers are still joined. An op whose one op-made input comes from
   far back (more than :data:`_SPAN` of the ops; T5's cross-attention key and value projections
   of the encoder's output), with the later ops that read only it and each other, keeps its

@@ -282,14 +282,7 @@ class _Splitter:
             column = self.type_of_device[device]
             compute = self.prefix[j, column] - self.prefix[i, column]
             blocked = self.blocked[j, column] - self.blocked[i, column] > 0
-            comm = np.zeros_like(compute)
-            if c > 0:
-                link = self.link(sequence[c - 1], device)
-                comm += recv_count * link.latency + recv_bytes / link.bandwidth
-            if c + 1 < len(sequence):
-                link = self.link(device, sequence[c + 1])
-                comm += send_count * link.latency + send_bytes / link.bandwidth
-            cost = np.maximum(compute, comm) if self.overlap else compute + comm
+            cost = self._priced(sequence, c, compute, (recv_count, recv_bytes), (send_count, send_bytes))
             bad = ~inside | blocked | (memory > self.capacity[device] * (1 + _TOLERANCE))
             candidates = np.where(bad, np.inf, np.maximum(value[i], cost))
             best = np.argmin(candidates, axis=1)
@@ -391,14 +384,7 @@ class _Splitter:
         send_bytes, send_count = sent.cumsum(axis=1).cumsum(axis=2)[:, :-1, :-1]
 
         compute = self.prefix[j, column] - self.prefix[i, column]
-        comm = np.zeros_like(compute)
-        if c > 0:
-            link = self.link(sequence[c - 1], device)
-            comm += recv_count * link.latency + recv_bytes / link.bandwidth
-        if c + 1 < len(sequence):
-            link = self.link(device, sequence[c + 1])
-            comm += send_count * link.latency + send_bytes / link.bandwidth
-        cost = np.maximum(compute, comm) if self.overlap else compute + comm
+        cost = self._priced(sequence, c, compute, (recv_count, recv_bytes), (send_count, send_bytes))
         memory = self.weights_array[j] - self.weights_array[i] + recv_bytes + send_bytes
         memory = memory + self._largest_working(i, j)
         bad = (
@@ -429,6 +415,20 @@ class _Splitter:
                 table[np.minimum(left, len(table) - 1)], table[np.clip(right, 0, len(table) - 1)]
             )
         return np.where(j > i, result, 0.0)
+
+    def _priced(
+        self, sequence: list[int], c: int, compute: np.ndarray, received: tuple, sent: tuple
+    ) -> np.ndarray:
+        """Stage ``c``'s estimated time from its compute and the (count, bytes) it receives over
+        the link from the stage before and sends over the link to the stage after."""
+        comm = np.zeros_like(compute)
+        if c > 0:
+            link = self.link(sequence[c - 1], sequence[c])
+            comm += received[0] * link.latency + received[1] / link.bandwidth
+        if c + 1 < len(sequence):
+            link = self.link(sequence[c], sequence[c + 1])
+            comm += sent[0] * link.latency + sent[1] / link.bandwidth
+        return np.maximum(compute, comm) if self.overlap else compute + comm
 
     def placement(self, ends: list[int], sequence: list[int]) -> Placement:
         stage_of = np.empty(self.n, dtype=np.int64)
