@@ -108,10 +108,11 @@ _MAX_OPS = 20_000  # larger graphs are left to the chain bound (finding towers i
 @dataclass(frozen=True)
 class _Tower:
     """One tower's grouped positions as the DP reads them (rows × types): ``full_start`` and
-    ``compute_start`` the prefix maxima of ``start − recv`` and ``start``, ``full_end`` and
-    ``compute_end`` the suffix minima of ``end + send`` and ``end``; ``threshold`` the last
-    row of the segment after each row's (beyond it a part pays its crossing tensors);
-    ``group_of`` each ungrouped row's group (a boundary row is a group of its own)."""
+    ``compute_start`` the prefix maxima of ``start − recv`` and of ``start`` less the least
+    received, ``full_end`` and ``compute_end`` the suffix minima of ``end + send`` and of ``end``
+    plus the least sent; ``threshold`` the last row of the segment after each row's (beyond it
+    a part pays its crossing tensors); ``group_of`` each ungrouped row's group (a boundary row
+    is a group of its own)."""
 
     full_start: np.ndarray
     compute_start: np.ndarray

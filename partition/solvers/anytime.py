@@ -60,6 +60,7 @@ limited in deterministic time); otherwise the result is the best found when time
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -394,15 +395,18 @@ class _Splitter:
         )
         return np.where(bad, np.inf, cost)
 
+    @functools.cached_property
+    def _maxima(self) -> list[np.ndarray]:
+        """A sparse table of the working sets' range maxima: level ``k`` holds the largest over
+        each run of ``2^k`` positions."""
+        table = [self.working]
+        while 2 ** len(table) <= self.n:
+            previous, half = table[-1], 2 ** (len(table) - 1)
+            table.append(np.maximum(previous[:-half], previous[half:]))
+        return table
+
     def _largest_working(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
-        """The largest working set of the ops at positions ``[i, j)`` (0 where empty), from a
-        sparse table of range maxima built on first use."""
-        if not hasattr(self, "_maxima"):
-            table = [self.working]
-            while 2 ** len(table) <= self.n:
-                previous, half = table[-1], 2 ** (len(table) - 1)
-                table.append(np.maximum(previous[:-half], previous[half:]))
-            self._maxima = table
+        """The largest working set of the ops at positions ``[i, j)`` (0 where empty)."""
         length = np.maximum(j - i, 1)
         level = np.floor(np.log2(length)).astype(np.int64)
         result = np.zeros(np.broadcast_shapes(i.shape, j.shape))
