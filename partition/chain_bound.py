@@ -342,10 +342,27 @@ class _Builder:
         previous = self.pairs_by_segment[b - 1]
         to_head = previous[self.pair_op[previous] == lo]
         senders = self.producer[self.pair_tensor[to_head]]
-        last = np.flatnonzero(self.first_reader[int(self.bounds[b - 1]) : lo] >= lo) + int(self.bounds[b - 1])
+        last = self.last_ops(b)
         count = np.array([np.sum(senders == m) for m in last], dtype=float)
         size = np.array([self.size[self.pair_tensor[to_head][senders == m]].sum() for m in last])
         return np.array([count.min(), size.min()]) if len(last) else np.zeros(2)
+
+    def last_ops(self, b: int) -> np.ndarray:
+        """The ops of segment ``b - 1`` that no op of it reads (only ``d_b`` or later ones): the
+        maximal ops of the cut just before ``d_b``."""
+        first, lo = int(self.bounds[b - 1]), int(self.bounds[b])
+        return np.flatnonzero(self.first_reader[first:lo] >= lo) + first
+
+    def segment_feeds(self, b: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """(count, bytes) of the tensors each op of segment ``b`` sends each other op of it
+        (sender × reader, local indices)."""
+        selected = self.pairs_by_segment[b]
+        inner = selected[self.pair_op[selected] < hi]
+        sender, reader = self.producer[self.pair_tensor[inner]] - lo, self.pair_op[inner] - lo
+        feeds, sent = np.zeros((hi - lo, hi - lo)), np.zeros((hi - lo, hi - lo))
+        np.add.at(feeds, (sender, reader), 1.0)
+        np.add.at(sent, (sender, reader), self.size[self.pair_tensor[inner]])
+        return feeds, sent
 
     def ideal_handed(self, b: int, lo: int, hi: int, members: np.ndarray) -> np.ndarray:
         """(count, bytes) per ideal ``P`` of segment ``b``: the least, over a maximal op ``m`` of
@@ -355,23 +372,13 @@ class _Builder:
         handed[0] = self.boundary_handed(b)
         if self.dangling[lo] or len(members) < 2:
             return handed
-        selected = self.pairs_by_segment[b]
-        inner = selected[self.pair_op[selected] < hi]
-        sender, reader = self.producer[self.pair_tensor[inner]] - lo, self.pair_op[inner] - lo
-        width = hi - lo
-        feeds = np.zeros((width, width))
-        np.add.at(feeds, (sender, reader), 1.0)
-        sent = np.zeros((width, width))
-        np.add.at(sent, (sender, reader), self.size[self.pair_tensor[inner]])
-        step = max(1, 1_000_000 // (width * width))
+        feeds, sent = self.segment_feeds(b, lo, hi)
+        step = max(1, 1_000_000 // (hi - lo) ** 2)
         for lo_row in range(1, len(members), step):
-            rows = members[lo_row : lo_row + step]
-            out = ~rows
-            maximal = rows & ((rows.astype(float) @ feeds.T) == 0)
-            minimal = out & ((out.astype(float) @ feeds) == 0)
+            maximal, minimal = _extremes(members[lo_row : lo_row + step], feeds)
             pair = maximal[:, :, None] & minimal[:, None, :]
             for column, amounts in enumerate((feeds, sent)):
-                values = np.where(pair, amounts[None, :, :], np.inf).reshape(len(rows), -1).min(axis=1)
+                values = np.where(pair, amounts[None, :, :], np.inf).reshape(len(pair), -1).min(axis=1)
                 handed[lo_row : lo_row + step, column] = np.where(np.isfinite(values), values, 0.0)
         return handed
 
@@ -394,9 +401,7 @@ class _Builder:
         rows = len(ideals) if ideals is not None else 1 + self.cells
         sent, received = np.zeros((rows, 2)), np.zeros((rows, 2))
         if b > 0 and self.heads[lo]:
-            last = np.flatnonzero(self.first_reader[int(self.bounds[b - 1]) : lo] >= lo) + int(
-                self.bounds[b - 1]
-            )
+            last = self.last_ops(b)
             sent[0] = made[last].min(axis=0) if len(last) else 0.0
             received[0] = read[lo]
         if ideals is None:  # a cell's cut holds d_b and leaves some op of the segment out
@@ -405,13 +410,7 @@ class _Builder:
             return sent, received
         if len(ideals) < 2:
             return sent, received
-        members = np.array([[ideal >> u & 1 for u in range(hi - lo)] for ideal in ideals[1:]], dtype=bool)
-        selected = self.pairs_by_segment[b]
-        inner = selected[self.pair_op[selected] < hi]
-        feeds = np.zeros((hi - lo, hi - lo))
-        np.add.at(feeds, (self.producer[self.pair_tensor[inner]] - lo, self.pair_op[inner] - lo), 1.0)
-        maximal = members & ((members.astype(float) @ feeds.T) == 0)
-        minimal = ~members & (((~members).astype(float) @ feeds) == 0)
+        maximal, minimal = _extremes(_members(ideals[1:], hi - lo), self.segment_feeds(b, lo, hi)[0])
         for mask, amounts, out in ((maximal, made[lo:hi], sent), (minimal, read[lo:hi], received)):
             for column in range(2):
                 out[1:, column] = np.where(mask, amounts[None, :, column], np.inf).min(axis=1)
@@ -444,7 +443,7 @@ class _Builder:
         return ideals is None
 
     def exact(self, b: int, lo: int, hi: int, ideals: list[int], prefix: np.ndarray, first: int) -> None:
-        members = np.array([[ideal >> u & 1 for u in range(hi - lo)] for ideal in ideals], dtype=bool)
+        members = _members(ideals, hi - lo)
         partial = prefix[None, :] + members.astype(float) @ self.times[lo:hi]
         local = self.by_segment[b]
         inside = members[:, self.producer[local] - lo]  # ideal × tensor: producer inside
@@ -923,11 +922,26 @@ def _lower_hull(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return np.diff(corners[:, 0]), np.diff(corners[:, 1])
 
 
+def _members(ideals: list[int], width: int) -> np.ndarray:
+    """``ideals`` (bitsets over ``width`` ops) as a boolean ideal × op matrix."""
+    return np.array([[ideal >> u & 1 for u in range(width)] for ideal in ideals], dtype=bool).reshape(
+        -1, width
+    )
+
+
+def _extremes(members: np.ndarray, feeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per ideal (rows of ``members``, one segment's ops), its maximal ops (none of whose readers
+    in the segment it holds) and the rest's minimal ops (all of whose makers in the segment it
+    holds), with ``feeds`` the segment's tensors from op to op."""
+    out = ~members
+    return members & ((members.astype(float) @ feeds.T) == 0), out & ((out.astype(float) @ feeds) == 0)
+
+
 def _by_work(ideals: list[int], times: np.ndarray) -> list[int]:
     """``ideals`` (bitsets over ops with these times) by compute, then size; compute in integer
     ticks, whose sums are exact, so an ideal never sorts before one it contains."""
     ticks = np.round(times / max(float(times.max()), 1e-300) * 2**40).astype(np.int64)
-    members = np.array([[ideal >> u & 1 for u in range(len(times))] for ideal in ideals], dtype=np.int64)
+    members = _members(ideals, len(times)).astype(np.int64)
     return [ideals[i] for i in np.lexsort((members.sum(axis=1), members @ ticks))]
 
 

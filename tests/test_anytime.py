@@ -19,7 +19,8 @@ from partition.evaluator import evaluate
 from partition.placement import Status
 from partition.solvers import Outcome, Solver, get_solver
 from partition.solvers._scoring import TensorArrays
-from partition.solvers.anytime import _Splitter
+from partition.solvers.anytime import _Search, _Splitter
+from partition.solvers.base import Settings
 
 TWO_HOSTS = [
     {"name": "h0", "devices": {"H100-SXM": 1, "L4": 1}, "intra_link": "pcie5"},
@@ -255,3 +256,19 @@ def test_window_dp_finds_the_best_split_with_cuts_near_the_incumbents(seed: int)
         if list(cuts) == sorted(set(cuts)) and estimate((*cuts, n)) <= best * (1 + 1e-9)
     )
     assert evaluate(instance, placement).bottleneck > 0
+
+
+def test_shifting_the_cuts_improves_a_split_it_can_reach() -> None:
+    # the equal-layers split of a small decoder: every cut moves at once within its window, so
+    # the incumbent gets shorter from the shift alone, and the result is a valid placement
+    instance = partition.build_instance(
+        synthetic.decoder_graph(layers=4, hidden=256, intermediate=512, vocab=100, seq=64),
+        synthetic.hetero_cluster(2, 2),
+        partition.Options(stages=4),
+    )
+    search = _Search(instance, Settings(time_limit=20.0))
+    assert search.offer_fine(get_solver("uniform").solve(search.fine.instance, Settings()).placement)
+    before = search.best
+    search.shift_cuts()
+    assert search.best < before
+    assert evaluate(search.fine.instance, search.best_placement).bottleneck == pytest.approx(search.best[0])
