@@ -17,6 +17,7 @@ import numpy as np
 
 from .aggregate_bound import aggregate_lower_bound
 from .bounds import trivial_lower_bound
+from .chain_bound import reuse, rules_out
 from .cluster import Cluster, load_cluster
 from .errors import InfeasibleError, InputError, PartitionError, SolverError
 from .evaluator import evaluate
@@ -24,7 +25,7 @@ from .graph import Op, OpGraph, Tensor
 from .instance import CommMode, Instance, Options, build_instance, load_instance
 from .placement import Result, Status
 from .solvers import Outcome, Settings, get_solver
-from .solvers.ideal_dp import ideal_count
+from .solvers.ideal_dp import ideal_count, incumbents
 from .solvers.lns import polish
 from .tower_bound import structural_lower_bound
 
@@ -42,11 +43,20 @@ _MIN_POLISH_SECONDS = 1.0  # below this CP-SAT rarely gets past building its mod
 # k ≤ 4, CP-SAT proves CLIP and T5 optimal at k = 2 in seconds and T5 at k = 4 (bench/towers.md).
 _AUTO_CP_SAT_OPS = 500
 _AUTO_CP_SAT_CELLS = 4_000
+# Below that many ops, CP-SAT still only walks its warm start on Inception-v2 at k = 8 and 16
+# (371 ops, 7 392 ideals per block: 0.1711 ms at 60 s on 16 × V100 at k = 16 against anytime's
+# 0.1575), where the dominator-chain bound is within 11% of the best heuristic placement, so the
+# placement search is what is left; on Mixtral across device types that bound is 37-54% below
+# it and CP-SAT's search proves the optimum (30-51 s). So from this many stage indices, auto runs
+# anytime when the chain bound rules out every bottleneck this far below the heuristic's.
+_AUTO_CHAIN_CELLS = 2_000
+_AUTO_CHAIN_CLOSE = 1.2
 # After ideal-dp, CP-SAT gets this share of the time left and the large-neighbourhood polish the rest.
 _AUTO_CP_SAT_SHARE = 0.4
 _AUTO_IDEAL_DP_SHARE = 0.5  # of the solver's time for ideal-dp under auto; CP-SAT and the polish get the rest
 _STRUCTURAL_BOUND_SHARE = 0.1  # of the time limit (4 s without one) for the chain or two-tower bound
 _UNUSED_SHARE = 0.8  # of the time a solver left unused, for those bounds when nothing else follows
+_LAST_SHARE = 0.95  # ... and never more than this of it: their last probe may overrun the deadline
 
 
 def graph_from_networkx(graph: nx.DiGraph, name: str = "graph") -> OpGraph:
@@ -148,10 +158,11 @@ def infeasibility_reason(instance: Instance) -> str | None:
     return None
 
 
-def _choose_solver(instance: Instance) -> tuple[str, str]:
+def _choose_solver(instance: Instance, time_limit: float = AUTO_TIME_LIMIT) -> tuple[str, str]:
     """The solver ``auto`` runs, and why: the anytime search on large graphs (whose CP-SAT model
-    grows with ops × stages), the exact ideal DP when the graph has few enough ideals, else
-    CP-SAT (which warm-starts from the order DP)."""
+    grows with ops × stages) and where one probe of the dominator-chain bound (within a tenth of
+    ``time_limit``) shows the best heuristic placement close to the optimum, the exact ideal DP
+    when the graph has few enough ideals, else CP-SAT (which warm-starts from the order DP)."""
     ops = len(instance.graph.ops)
     if ops > _AUTO_ANYTIME_OPS:
         return "anytime", f"auto: anytime ({ops} ops, more than {_AUTO_ANYTIME_OPS})"
@@ -164,6 +175,15 @@ def _choose_solver(instance: Instance) -> tuple[str, str]:
             f"auto: anytime (more than {_AUTO_IDEAL_LIMIT} ideals and {ops} ops × {stages} stages, more than"
             f" {_AUTO_CP_SAT_CELLS} for cp-sat's whole model)"
         )
+    if ops * stages > _AUTO_CHAIN_CELLS:
+        heuristic = min((found[2].bottleneck for found in incumbents(instance, Settings())), default=math.inf)
+        deadline = time.perf_counter() + _STRUCTURAL_BOUND_SHARE * time_limit
+        if math.isfinite(heuristic) and rules_out(instance, heuristic / _AUTO_CHAIN_CLOSE, deadline=deadline):
+            return "anytime", (
+                f"auto: anytime (more than {_AUTO_IDEAL_LIMIT} ideals; the dominator-chain bound is within"
+                f" {_AUTO_CHAIN_CLOSE - 1:.0%} of the best heuristic placement, so the search for"
+                " placements is what is left)"
+            )
     return "cp-sat", f"auto: cp-sat (more than {_AUTO_IDEAL_LIMIT} ideals, too many for ideal-dp)"
 
 
@@ -268,20 +288,30 @@ def solve(
     the trivial, aggregate and dominator-chain bounds, and the status is ``optimal`` only when the
     bottleneck meets it.
     """
+    with reuse():  # auto's choice, the anytime search and the end share the chain bound's build
+        return _solve(instance, solver, time_limit, seed, threads, progress)
+
+
+def _solve(
+    instance: Instance, solver: str, time_limit: float | None, seed: int, threads: int, progress
+) -> Result:
+    started = time.perf_counter()
     auto = solver == "auto"
-    name, why = _choose_solver(instance) if auto else (solver, None)
-    implementation = get_solver(name)
     if auto and time_limit is None:
         time_limit = AUTO_TIME_LIMIT
-    # the solver leaves the chain or two-tower bound its share of the time limit
-    solver_limit = None if time_limit is None else time_limit * (1 - _STRUCTURAL_BOUND_SHARE)
+    name, why = _choose_solver(instance, time_limit) if auto else (solver, None)
+    implementation = get_solver(name)
+    # the solver leaves the chain or two-tower bound its share of the time limit (and auto's
+    # choice, which may probe the chain bound, counts against it)
+    solver_limit = None
+    if time_limit is not None:
+        solver_limit = max(0.0, time_limit * (1 - _STRUCTURAL_BOUND_SHARE) - (time.perf_counter() - started))
     settings = Settings(time_limit=solver_limit, seed=seed, threads=threads, progress=progress)
     limit = implementation.capabilities.max_ops
     if limit is not None and len(instance.graph.ops) > limit:
         raise SolverError(
             f"solver {name!r} handles at most {limit} ops; the graph has {len(instance.graph.ops)}"
         )
-    started = time.perf_counter()
     reason = infeasibility_reason(instance)
     # Both cheap (array arithmetic), valid for every placement, so every solver's result gets them.
     bound = max(trivial_lower_bound(instance), aggregate_lower_bound(instance))
@@ -308,7 +338,7 @@ def solve(
         # it ends with its own polish, so nothing but the evaluation follows: the bound may use
         # most of the time the search left (converged early), to refine its cells
         left = started + time_limit - time.perf_counter()
-        bound_budget = max(bound_budget, _UNUSED_SHARE * left)
+        bound_budget = min(max(bound_budget, _UNUSED_SHARE * left), _LAST_SHARE * left)
     bound, bound_notes = _with_structural_bound(instance, outcome, bound, bound_budget)
     if auto and name == "ideal-dp":
         name, outcome, polish_notes = _polish_with_cp_sat(

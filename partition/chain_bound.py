@@ -21,8 +21,10 @@ one segment holds most of the ops the bound is computed on that graph if it spli
 **Positions.** The cuts ``J_0 = ∅ ⊂ J_1 ⊂ … ⊂ J_s = V`` of a placement map to *positions* in a
 linear order (segment by segment; nested cuts never go backwards):
 
-- a small segment contributes one position per ideal ``P`` (sorted by size), with exact
-  compute prefix ``C_τ(J)`` on each type and its exact crossing tensors;
+- a small segment (at most :data:`_EXACT_OPS` ops and :data:`_IDEAL_LIMIT` ideals; an
+  Inception-v2 block of four branches has 7 392) contributes one position per ideal ``P``
+  (sorted by size), with exact compute prefix ``C_τ(J)`` on each type and its exact crossing
+  tensors;
 - a large segment contributes its boundary (``P = ∅``) and ``G`` cells of its work on a
   reference type ``r`` (each type in turn, fastest first, while time remains; every choice
   gives a valid bound and the largest is kept): a cut ``P ≠ ∅`` with ``x = Σ_{v∈P} t_r(v)`` in
@@ -52,13 +54,27 @@ the time of ``I``'s/``J``'s crossing tensors over the best link a device of type
 communication modes). When ``I`` is a segment boundary, or ``J`` lies beyond the boundary after
 ``I``'s segment (position > ``thr(I)``), the stage reads every crossing tensor of ``I`` and
 writes every crossing tensor of ``J`` (by the edge property above), so its time is at least
-``end_τ(J) + send_τ(J) − start_τ(I) + recv_τ(I)``; otherwise at least its compute, and, from
-a cell of a segment with branches, also what it certainly exchanges: ending in a cell it
+``end_τ(J) + send_τ(J) − start_τ(I) + recv_τ(I)``; otherwise at least its compute plus the
+least it certainly exchanges whatever it holds (:meth:`_Builder.least_exchanged`): it holds a
+maximal op of ``J``, every tensor of which leaves it, and a minimal op of ``I``'s rest, every
+op-made input of which comes from before it (Inception-v2's blocks of four branches, where a
+stage between two cuts of one block paid only its compute: 16 × V100 at k = 16, 0.1525 →
+0.1543 ms). From a cell of a segment with branches it also pays what it certainly
+exchanges there: ending in a cell it
 sends a tensor per branch it touches (it holds at least ``x_j − x_{i+1}`` of work and the join
 is not in its end's ideal), over the link to the next stage when that one is full (it reads
 every tensor crossing the end); ending at the boundary it holds the join and receives what
 its start's branch parts send (:meth:`_Builder.inner_stages`). With
 ``--overlap`` communication is dropped (``max(compute, comm) ≥ compute``).
+
+**Nested stages.** Inside an exact segment both ends of a stage that is not full are known
+ideals ``I ⊊ J`` of it (``J`` possibly the whole segment), and so is its cost: its compute,
+the tensors of ``I`` it reads and those it makes that an op outside ``J`` reads, each once
+(:meth:`_Builder.nested_stages`, over every such pair while they stay few). So from such an
+``I`` a stage that is not full reaches at most the furthest ``J`` whose cost fits the
+bottleneck; only the pairs that no further ``J`` beats are kept. On Inception-v2 (blocks of four
+branches, 7 392 ideals each, where most stages at k = 16 start and end inside one block) this
+proves the optimum on 16 × V100, 0.1543 → 0.1574 ms.
 
 **Handed tensors.** The stage ending at a cut ``I`` is a non-empty up-set of ``I``, so it holds
 one of ``I``'s maximal ops ``m``; the stage starting there holds one minimal op ``w`` of the
@@ -67,9 +83,10 @@ and bytes — go from the one stage straight to the other (at a segment boundary
 the segment before that only ``d_b`` reads, to ``d_b``; on a relaxed cell nothing is known). With
 ``σ`` and ``ν`` the types of the stages before and after, a stage of type ``κ`` pays them over
 the best ``σ → κ`` link on receiving and ``κ → ν`` on sending: on top of what ``recv``/``send``
-charge at ``κ``'s best link when it pays its cuts, and in full when it only computes (they are
-exchanged whatever the stage holds). An op no op reads may end a stage alone, which hands
-nothing: then nothing is known at any later cut either.
+charge at ``κ``'s best link when it pays its cuts, and when it only computes the larger of
+them and its least exchange at ``κ``'s best link (they are exchanged whatever it holds). An op
+no op reads may end a stage alone, which hands nothing: then nothing is known at any later
+cut either.
 
 **Full stages.** Call a stage from ``I'`` to ``I`` *full* when ``I`` lies beyond the boundary
 after ``I'``'s segment (the case above in which it pays its cuts). Then every tensor crossing
@@ -100,10 +117,12 @@ in a homogeneous cluster, or on hosts of one type each, this is the exact chain 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -111,7 +130,7 @@ import numpy as np
 from .coarsen import _UnionFind
 from .instance import Instance
 
-_IDEAL_LIMIT = 4096  # a segment with more ideals is relaxed to cells ...
+_IDEAL_LIMIT = 8192  # a segment with more ideals is relaxed to cells ...
 _SMALL_IDEAL_LIMIT = 256  # ... or with more than this once the exact positions reach
 _POSITION_BUDGET = 100_000  # this many (every probe of the bisection searches them all)
 _EXACT_OPS = 60  # ideals are bitsets of one machine word's worth of ops
@@ -123,6 +142,13 @@ _NO_CHAIN = 0.5  # the broadcast relaxation is tried when one segment holds more
 _SAFETY = 1e-9  # the bound is shrunk by this much against rounding in the prefix sums
 _CLASS_STATES = 2_000_000  # DP states allowed when devices are counted per (type, host) class
 _GROUP_IDEALS = 256  # a branch with more ideals of its own is relaxed op by op
+_NESTED_PAIRS = 60_000_000  # nested pairs of exact positions priced one by one, at most
+_NESTED_CHUNK = 1_000_000  # pairs priced at once (memory: about 200 bytes each)
+_PIECE = 16  # bits per table of :func:`_bit_tables`
+_REUSED: dict[int, tuple[weakref.ref, tuple]] | None = None  # see reuse
+_NESTED_KINDS = 2  # beyond this many device kinds the bisection over exact positions needs the time
+_EXACT_SHARE = 0.6  # of the time to the deadline, for segments of more than _SMALL_IDEAL_LIMIT ideals
+_NESTED_SHARE = 0.8  # of the time to the deadline, at most, for pricing nested stages
 
 
 @dataclass(frozen=True)
@@ -132,7 +158,9 @@ class _Positions:
     starting there (``None``: nothing known); ``crossing`` (the same shape): the tensors that
     ``send``/``recv`` price, as raw amounts; ``cell``: rows that stand for several cuts (a
     stage may start and end in one); ``inner``: what stages inside relaxed segments with
-    branches certainly exchange (:class:`_Inner`)."""
+    branches certainly exchange (:class:`_Inner`); ``least_sent``/``least_received`` (rows ×
+    types): the least a stage ending/starting at the row sends/receives, whatever it holds
+    (:meth:`_Builder.least_exchanged`), on each type's best link."""
 
     end: np.ndarray
     start: np.ndarray
@@ -143,6 +171,24 @@ class _Positions:
     crossing: np.ndarray | None = None
     cell: np.ndarray | None = None
     inner: _Inner | None = None
+    least_sent: np.ndarray | None = None
+    least_received: np.ndarray | None = None
+    nested: _Nested | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class _Nested:
+    """Stages inside exact segments, priced exactly (:meth:`_Builder.nested_stages`): per type,
+    the rows a stage starts at (``start``, each row's entries together), the row it ends at
+    (``end``) and its time (``time``: compute, what it receives from its start's ideal and what
+    it sends beyond its end, on the type's best link), keeping per start only the ends that no
+    further end beats on time; ``covered``: the rows whose every such stage is listed (stages
+    slower than the bracket's upper end left out)."""
+
+    start: list[np.ndarray]
+    end: list[np.ndarray]
+    time: list[np.ndarray]
+    covered: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -293,6 +339,22 @@ class _Builder:
         self.cells = _CELLS  # per relaxed segment
         self.branches: dict[int, _Branches | None] = {}
         self.cell_stages: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []  # see _Inner
+        self.upper = np.inf  # stages slower than this need no pricing (the bisection stays below it)
+        # types that share op times and best links (one type on two hosts) price nested stages once
+        signature = np.vstack([self.times, self.latency[None, :], self.bandwidth[None, :]]).T
+        _, self.kinds, self.kind_of = np.unique(signature, axis=0, return_index=True, return_inverse=True)
+        self.price_nested = False  # whether exact segments price their nested stages
+        self.nested_deadline = np.inf  # (time.perf_counter) when they stop: the rest stay unpriced
+        self.exact_deadline = np.inf  # after it, segments of many ideals are relaxed to cells
+        self.nested_parts: dict[int, list] = {}  # per segment, see nested_stages and _Nested
+        self.nested_count = 0
+
+    def bracket(self, upper: float) -> None:
+        """Bisect below ``upper`` from now on: nested stages priced under a smaller bracket
+        left out some that a probe above it admits, so they are priced again."""
+        if upper > self.upper:
+            self.nested_parts, self.nested_count = {}, 0
+        self.upper = upper
 
     def segment_ideals(self, b: int) -> list[int] | None:
         """Segment ``b``'s ideals (see :func:`_ideals`), or ``None`` when it is relaxed to cells;
@@ -303,7 +365,7 @@ class _Builder:
         of the relaxation lose little where a segment holds many parallel ops (experts)."""
         if b not in self.ideals:
             lo, hi = int(self.bounds[b]), int(self.bounds[b + 1])
-            roomy = self.exact_positions < _POSITION_BUDGET
+            roomy = self.exact_positions < _POSITION_BUDGET and time.perf_counter() < self.exact_deadline
             limit = _IDEAL_LIMIT if roomy else _SMALL_IDEAL_LIMIT
             found = _ideals(self, b, lo, hi, limit) if hi - lo <= _EXACT_OPS else None
             if found:
@@ -461,6 +523,74 @@ class _Builder:
         threshold = np.full(len(ideals), first + len(ideals))
         threshold[0] = first
         self.add(partial, partial, amounts, threshold, self.ideal_handed(b, lo, hi, members))
+        small = len(ideals) > 1 and len(local) <= 64 and len(self.kinds) <= _NESTED_KINDS
+        if self.price_nested and small and b not in self.nested_parts:
+            self.nested_stages(b, ideals, inside, crossing, partial)
+
+    def nested_stages(
+        self,
+        b: int,
+        ideals: list[int],
+        inside: np.ndarray,
+        crossing: np.ndarray,
+        partial: np.ndarray,
+    ) -> None:
+        """Every stage ``J \\ I`` with ``I ⊊ J`` ideals of segment ``b``, ``I`` not empty and
+        ``J`` possibly the whole segment (the next boundary's row), priced exactly on each type's
+        best link: its compute, the tensors it reads that ``I`` made (the segment's ops other
+        than ``d_b ∈ I`` read only tensors of the segment) and those it makes that an op outside
+        ``J`` reads (once each: one destination at least). Such a stage is not full, so the
+        relaxation charged it only its compute and least exchanges, while on Inception-v2 a
+        stage inside a block of four branches reads and sends a tensor per branch it cuts.
+
+        ``inside``/``crossing``: per ideal and tensor made in the segment, whether the ideal
+        makes it and whether that tensor crosses the ideal. Kept per start and type: the ends
+        that no end at a later row beats on time (:func:`_staircase`), stages slower than
+        :attr:`upper` left out (no probe admits them). Rows are the segment's own (0 its
+        boundary, ``len(ideals)`` the next one); found once per segment."""
+        lo, hi = int(self.bounds[b]), int(self.bounds[b + 1])
+        local = self.by_segment[b]
+        bits = np.uint64(1) << np.arange(len(local), dtype=np.uint64)
+        made = np.append((inside * bits).sum(axis=1, dtype=np.uint64), bits.sum(dtype=np.uint64))
+        beyond = (self.last_reader[local] >= hi) * bits
+        out = np.append((crossing * bits).sum(axis=1, dtype=np.uint64), beyond.sum(dtype=np.uint64))
+        masks = np.array([*ideals, (1 << (hi - lo)) - 1], dtype=np.uint64)
+        partial = np.vstack([partial, partial[0] + self.times[lo:hi].sum(axis=0)])  # + the whole segment
+        selected = self.pairs_by_segment[b]
+        selected = selected[self.pair_op[selected] < hi]
+        reads = np.zeros(hi - lo, dtype=np.uint64)  # per op, the segment's tensors it reads
+        np.bitwise_or.at(
+            reads, self.pair_op[selected] - lo, bits[np.searchsorted(local, self.pair_tensor[selected])]
+        )
+        read_by = _bit_tables(reads)
+        kinds = self.kinds  # one column per distinct (op times, best link)
+        priced = _bit_tables(self.comm(self.size[local], np.ones(len(local)))[:, kinds])  # per tensor
+        partial = partial[:, kinds]
+        kept: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+        step = max(1, 2 * _NESTED_CHUNK // len(masks))
+        for low in range(1, len(ideals), step):
+            # an ideal never sorts before one it contains (:func:`_by_work`): ends lie further on
+            starts, ends = masks[low : low + step, None], masks[None, low + 1 :]
+            i, j = np.nonzero(((ends & starts) == starts) & (ends != starts))
+            i += low
+            j += low + 1
+            if time.perf_counter() > self.nested_deadline:  # a later call with more time may finish it
+                self.price_nested = False
+                return
+            self.nested_count += len(i) * len(kinds)
+            if self.nested_count > _NESTED_PAIRS:
+                self.nested_parts[b], self.price_nested = [], False
+                return
+            received = _looked_up(read_by, masks[j] & ~masks[i]) & made[i]
+            sent = out[j] & ~made[i]  # disjoint from received: one lookup prices both
+            time_ = partial[j] - partial[i] + _looked_up(priced, received | sent)
+            for column in range(len(kinds)):
+                fits = time_[:, column] <= self.upper
+                chosen = _staircase(i[fits], j[fits], time_[fits, column])
+                rows = (i[fits][chosen].astype(np.int32), j[fits][chosen].astype(np.int32))
+                entry = (*rows, time_[fits, column][chosen])
+                kept.extend((kind, *entry) for kind in np.flatnonzero(self.kind_of == column))
+        self.nested_parts[b] = kept
 
     def relaxed(self, b: int, lo: int, hi: int, prefix: np.ndarray, first: int, reference: int) -> None:
         times = self.times[lo:hi]
@@ -922,6 +1052,58 @@ def _lower_hull(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return np.diff(corners[:, 0]), np.diff(corners[:, 1])
 
 
+def _bit_tables(values: np.ndarray) -> np.ndarray:
+    """For masks of ``len(values)`` ≤ 64 bits, ``values[k]`` (per bit ``k``; rows may be vectors)
+    combined over the set bits of each 16-bit piece (pieces × 65 536 values × the value's own
+    shape): summed, or OR-ed when they are masks themselves. :func:`_looked_up` combines a
+    mask's pieces."""
+    pieces = max(1, -(-len(values) // _PIECE))
+    padded = np.zeros((pieces * _PIECE, *values.shape[1:]), dtype=values.dtype)
+    padded[: len(values)] = values
+    tables = np.zeros((pieces, 1 << _PIECE, *values.shape[1:]), dtype=values.dtype)
+    for bit in range(_PIECE):  # a value's table entry is its lower bits' entry with this bit added
+        size = 1 << bit
+        for piece in range(pieces):
+            low, high = tables[piece, :size], tables[piece, size : 2 * size]
+            np.copyto(
+                high,
+                low | padded[piece * _PIECE + bit]
+                if values.dtype == np.uint64
+                else low + padded[piece * _PIECE + bit],
+            )
+    return tables
+
+
+def _looked_up(tables: np.ndarray, masks: np.ndarray) -> np.ndarray:
+    """Per mask (uint64), the values of its set bits combined as :func:`_bit_tables` made them."""
+    combine = np.bitwise_or if tables.dtype == np.uint64 else np.add
+    piece = np.uint64((1 << _PIECE) - 1)
+    result = tables[0][(masks & piece).astype(np.intp)]
+    for position in range(1, len(tables)):
+        combine(
+            result,
+            tables[position][((masks >> np.uint64(_PIECE * position)) & piece).astype(np.intp)],
+            out=result,
+        )
+    return result
+
+
+def _staircase(start: np.ndarray, end: np.ndarray, time_: np.ndarray) -> np.ndarray:
+    """Which entries to keep of stages listed by start (each start's entries together, ends
+    increasing): those faster than every entry of the same start with a later end. The furthest
+    end within a bottleneck is then always kept; ties are kept, and rounding cannot drop an
+    entry (subtracting one offset per start is monotone)."""
+    if not len(start):
+        return np.zeros(0, dtype=bool)
+    start, time_ = start[::-1], time_[::-1]
+    group = np.cumsum(np.r_[True, start[1:] != start[:-1]])
+    spread = float(time_.max() - time_.min())
+    shifted = time_ - group * (2.0 * spread + abs(float(time_.max())) + 1e-300)
+    before = np.minimum.accumulate(shifted)
+    keep = np.r_[True, shifted[1:] <= before[:-1]]
+    return keep[::-1]
+
+
 def _members(ideals: list[int], width: int) -> np.ndarray:
     """``ideals`` (bitsets over ``width`` ops) as a boolean ideal × op matrix."""
     return np.array([[ideal >> u & 1 for u in range(width)] for ideal in ideals], dtype=bool).reshape(
@@ -976,8 +1158,10 @@ def _positions(builder: _Builder, reference: int) -> tuple[_Positions, bool]:
     relaxed = False
     prefix = np.zeros(builder.times.shape[1])
     first = 0
+    firsts = []
     for b in range(len(builder.bounds) - 1):
         relaxed |= builder.segment_positions(b, prefix, first, reference)
+        firsts.append(first)
         first += len(builder.rows[-1][0])
         prefix = prefix + builder.times[builder.bounds[b] : builder.bounds[b + 1]].sum(axis=0)
     builder.add(prefix[None, :], prefix[None, :], np.zeros((1, 2)), np.array([first]), np.zeros((1, 2)))
@@ -991,7 +1175,35 @@ def _positions(builder: _Builder, reference: int) -> tuple[_Positions, bool]:
     inner = None
     if builder.cell_stages:
         inner = _Inner(*(np.stack(part) for part in zip(*builder.cell_stages, strict=True)))
-    return _Positions(end, start, send, recv, threshold, handed, amounts, cell, inner), relaxed
+    least = [builder.least_exchanged(b) for b in range(len(builder.bounds) - 1)]
+    sent, received = (
+        builder.comm(amounts[:, 1], amounts[:, 0])
+        for amounts in (np.vstack([*(part[side] for part in least), np.zeros((1, 2))]) for side in (0, 1))
+    )
+    nested = _nested(builder, firsts, len(end), end.shape[1]) if builder.nested_parts else None
+    return (
+        _Positions(end, start, send, recv, threshold, handed, amounts, cell, inner, sent, received, nested),
+        relaxed,
+    )
+
+
+def _nested(builder: _Builder, firsts: list[int], rows: int, types: int) -> _Nested:
+    """The exact segments' nested stages (:meth:`_Builder.nested_stages`) at their rows."""
+    covered = np.zeros(rows, dtype=bool)
+    parts: list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = [[] for _ in range(types)]
+    for b, kept in builder.nested_parts.items():
+        if kept:
+            covered[firsts[b] + 1 : firsts[b] + len(builder.segment_ideals(b))] = True
+        for kind, start, end, time_ in kept:
+            parts[kind].append((firsts[b] + start, firsts[b] + end, time_))
+
+    def stacked(part: list, column: int, dtype: type) -> np.ndarray:
+        return np.concatenate([entry[column] for entry in part]) if part else np.zeros(0, dtype=dtype)
+
+    columns = [
+        [stacked(part, column, dtype) for part in parts] for column, dtype in enumerate((int, int, float))
+    ]
+    return _Nested(*columns, covered)
 
 
 class _Relaxation:
@@ -1005,11 +1217,17 @@ class _Relaxation:
         self.positions = p = positions
         self.full_end = np.minimum.accumulate((p.end + p.send)[::-1], axis=0)[::-1]
         self.full_start = p.start - p.recv
-        self.compute_end = np.minimum.accumulate(p.end[::-1], axis=0)[::-1]
+        none = np.zeros_like(p.end)
+        self.least_sent = none if p.least_sent is None else p.least_sent
+        self.least_received = none if p.least_received is None else p.least_received
+        self.compute_end = np.minimum.accumulate((p.end + self.least_sent)[::-1], axis=0)[::-1]
+        self.compute_start = p.start - self.least_received
         k = min(instance.options.stages, len(instance.cluster.devices))
         self.stages = k
         self.counts = tuple(min(c, k) for c in instance.cluster.type_counts)
         self.last = len(p.end) - 1
+        self._nested_key: tuple[float, int] | None = None
+        self._nested_value = np.zeros(0, dtype=np.int64)
         known = p.handed is not None and bool((p.handed > 0).any())
         self.pairs = pairs if known else None
         if self.pairs is not None:
@@ -1030,13 +1248,14 @@ class _Relaxation:
                 weak = p.send[:, k] + pairs.time(handed, k, n, less=k)
                 for strong, send in enumerate((weak, np.maximum(weak, pairs.time(crossing, k, n)))):
                     self.pair_full_end[k, n, strong] = np.minimum.accumulate((p.end[:, k] + send)[::-1])[::-1]
-                compute = p.end[:, k] + pairs.time(handed, k, n)
+                compute = p.end[:, k] + np.maximum(pairs.time(handed, k, n), self.least_sent[:, k])
                 self.pair_compute_end[k, n] = np.minimum.accumulate(compute[::-1])[::-1]
             for s in range(types + 1):
                 weak = p.recv[:, k] + pairs.time(handed, s, k, less=k)
                 for strong, recv in enumerate((weak, np.maximum(weak, pairs.time(crossing, s, k)))):
                     self.pair_full_start[s, k, strong] = p.start[:, k] - recv
-                self.pair_compute_start[s, k] = p.start[:, k] - pairs.time(handed, s, k)
+                received = np.maximum(pairs.time(handed, s, k), self.least_received[:, k])
+                self.pair_compute_start[s, k] = p.start[:, k] - received
 
     def _combine(self, full: np.ndarray, compute: np.ndarray) -> np.ndarray:
         threshold = self.positions.threshold
@@ -1048,10 +1267,30 @@ class _Relaxation:
         reaches = []
         for t in range(p.end.shape[1]):
             full = np.searchsorted(self.full_end[:, t], self.full_start[:, t] + bottleneck, side="right") - 1
-            compute = np.searchsorted(self.compute_end[:, t], p.start[:, t] + bottleneck, side="right") - 1
+            start = self.compute_start[:, t] + bottleneck
+            compute = np.searchsorted(self.compute_end[:, t], start, side="right") - 1
             compute = np.minimum(compute, self.cell_limits(bottleneck, t, p.end[:, t]))
             reaches.append(self._combine(full, compute))
         return reaches
+
+    def nested_limits(self, bottleneck: float, kind: int) -> np.ndarray:
+        """Per position, the furthest a stage of type ``kind`` that is not full may reach from it:
+        in an exact segment whose nested stages are priced (:class:`_Nested`), the furthest end
+        of one within ``bottleneck`` (-1: none); elsewhere no limit. Kept for the last probe."""
+        key = (bottleneck, kind)
+        if self._nested_key == key:
+            return self._nested_value.copy()
+        limits = np.full(self.last + 1, self.last, dtype=np.int64)
+        nested = self.positions.nested
+        if nested is not None:
+            start, end = nested.start[kind], nested.end[kind]
+            limits[nested.covered] = -1
+            if len(start):
+                firsts = np.flatnonzero(np.r_[True, start[1:] != start[:-1]])
+                ends = np.where(nested.time[kind] <= bottleneck, end, -1)
+                limits[start[firsts]] = np.maximum.reduceat(ends, firsts)
+        self._nested_key, self._nested_value = key, limits
+        return limits.copy()
 
     def cell_limits(
         self, bottleneck: float, kind: int, end: np.ndarray, link: tuple[float, float] | None = None
@@ -1063,7 +1302,7 @@ class _Relaxation:
         (latency, seconds per byte) prices its sends instead of the type's best link: when the
         next stage is full it reads every tensor crossing the end, so these come straight to it.
         """
-        limits = np.full(self.last + 1, self.last, dtype=np.int64)
+        limits = self.nested_limits(bottleneck, kind)
         inner = self.positions.inner
         if inner is None:
             return limits
@@ -1293,17 +1532,12 @@ def chain_lower_bound(
     brackets the bisection; ``deadline`` (``time.perf_counter`` seconds) stops early — every
     infeasible value met so far is already a valid bound.
     """
-    if _largest_segment(instance) > _NO_CHAIN * len(instance.graph.ops):
-        relaxed = _without_broadcasts(instance)  # the relaxation also drops some communication
-        if _largest_segment(relaxed) < _largest_segment(instance):
-            instance = relaxed
-    instance = _by_host(instance) or instance
-    builder = _Builder(instance)
-    pairs = None if instance.options.overlap else _pairs(instance, builder.latency, builder.bandwidth)
+    instance, builder, pairs, references = _prepared(instance)
+    builder.price_nested = True
+    builder.bracket(np.inf if upper is None else upper)
+    builder.cells = _CELLS
+    _share_out(builder, deadline)
     best = 0.0
-    totals = builder.times.sum(axis=0)
-    _, distinct = np.unique(totals, return_index=True)  # one reference per type, not per class
-    references = [int(r) for r in distinct[np.argsort(totals[distinct], kind="stable")]]
     while True:
         values: dict[int, float] = {}
         started = time.perf_counter()
@@ -1326,6 +1560,74 @@ def chain_lower_bound(
         # time left: finer cells, the most telling reference first
         builder.cells *= _FINER
         references.sort(key=lambda r: -values.get(r, 0.0))
+
+
+def rules_out(instance: Instance, bottleneck: float, *, deadline: float | None = None) -> bool:
+    """Whether the relaxation proves that no placement has a bottleneck of ``bottleneck`` or
+    less: one probe of :func:`chain_lower_bound`'s bisection (large segments measured on the
+    fastest type, nested stages not priced one by one), a quick verdict on how far a known
+    placement can be from the optimum. Near ``deadline`` segments of many ideals become cells,
+    which only weakens the verdict."""
+    instance, builder, pairs, references = _prepared(instance)
+    builder.price_nested = False
+    builder.bracket(bottleneck)
+    builder.cells = _CELLS
+    _share_out(builder, deadline)
+    positions, _ = _positions(builder, references[0])
+    if not _Relaxation(instance, positions).feasible(bottleneck):
+        return True
+    return pairs is not None and not _Relaxation(instance, positions, pairs).feasible(bottleneck)
+
+
+def _share_out(builder: _Builder, deadline: float | None) -> None:
+    """Give exact positions and the pricing of nested stages their shares of the time to
+    ``deadline`` (none: no limit); the bisection needs the rest."""
+    left = np.inf if deadline is None else max(deadline - time.perf_counter(), 0.0)
+    builder.exact_deadline = time.perf_counter() + _EXACT_SHARE * left
+    builder.nested_deadline = time.perf_counter() + _NESTED_SHARE * left
+
+
+def _prepared(instance: Instance) -> tuple[Instance, _Builder, _Pairs | None, list[int]]:
+    """The instance the relaxation runs on (broadcast tensors read once where that splits the
+    largest segment, devices counted per (type, host) class where that table is small), its
+    builder, the links between types (``None`` with overlap) and the reference types, fastest
+    first. Within :func:`reuse`, kept for the instance: a solve asks up to three times
+    (``auto``'s choice, the anytime search, the end), and the builder's exact positions and
+    nested stages take seconds on Inception-v2."""
+    if _REUSED is None:
+        return _prepare(instance)
+    cached = _REUSED.get(id(instance))
+    if cached is not None and cached[0]() is instance:
+        return cached[1]
+    prepared = _prepare(instance)
+    _REUSED[id(instance)] = (weakref.ref(instance), prepared)
+    return prepared
+
+
+@contextlib.contextmanager
+def reuse() -> Iterator[None]:
+    """Within it, each instance's relaxation is built once (:func:`_prepared`); a solve wraps
+    itself in it."""
+    global _REUSED
+    outer, _REUSED = _REUSED, {} if _REUSED is None else _REUSED
+    try:
+        yield
+    finally:
+        _REUSED = outer
+
+
+def _prepare(instance: Instance) -> tuple[Instance, _Builder, _Pairs | None, list[int]]:
+    if _largest_segment(instance) > _NO_CHAIN * len(instance.graph.ops):
+        relaxed = _without_broadcasts(instance)  # the relaxation also drops some communication
+        if _largest_segment(relaxed) < _largest_segment(instance):
+            instance = relaxed
+    instance = _by_host(instance) or instance
+    builder = _Builder(instance)
+    pairs = None if instance.options.overlap else _pairs(instance, builder.latency, builder.bandwidth)
+    totals = builder.times.sum(axis=0)
+    _, distinct = np.unique(totals, return_index=True)  # one reference per type, not per class
+    references = [int(r) for r in distinct[np.argsort(totals[distinct], kind="stable")]]
+    return instance, builder, pairs, references
 
 
 def _bisect(relaxation: _Relaxation, floor: float, upper: float | None, deadline: float | None) -> float:

@@ -349,16 +349,14 @@ def _grouped(
 @dataclass(frozen=True)
 class _Measured:
     """One tower's positions on the reference type, before grouping; ``firsts``, each
-    segment's first row (its boundary, the empty ideal) and then the last row;
-    ``least_sent``/``least_received`` (rows × types), the least a part ending/starting at each
-    row exchanges, on each type's best link."""
+    segment's first row (its boundary, the empty ideal) and then the last row; the
+    positions' least exchanges are what a part ending/starting at each row certainly sends and
+    receives."""
 
     instance: Instance
     positions: _Positions
     firsts: np.ndarray
     segment: np.ndarray
-    least_sent: np.ndarray
-    least_received: np.ndarray
 
     def rows(self, op: str) -> tuple[int, int]:
         """The boundary rows before and after ``op``'s segment: a cut at or before the first
@@ -371,16 +369,7 @@ def _measured(instance: Instance, reference: int) -> _Measured:
     builder = _Builder(instance)
     positions, _ = _positions(builder, reference)
     firsts = np.cumsum([0] + [len(row[0]) for row in builder.rows])
-    least = [builder.least_exchanged(b) for b in range(len(builder.bounds) - 1)]
-    sent, received = (np.vstack([*(part[side] for part in least), np.zeros((1, 2))]) for side in (0, 1))
-    return _Measured(
-        instance,
-        positions,
-        firsts,
-        builder.segment,
-        builder.comm(sent[:, 1], sent[:, 0]),
-        builder.comm(received[:, 1], received[:, 0]),
-    )
+    return _Measured(instance, positions, firsts, builder.segment)
 
 
 def _precedences(x: _Measured, y: _Measured, links: tuple[tuple[str, str], ...]) -> list[tuple[int, int]]:
@@ -394,7 +383,8 @@ def _tower(measured: _Measured, reference: int, resolution: int) -> _Tower:
     grouped, group_of, starts = _grouped(measured.positions, reference, resolution)
     relaxation = _Relaxation(measured.instance, grouped)
     sent, received = (
-        np.minimum.reduceat(least, starts, axis=0) for least in (measured.least_sent, measured.least_received)
+        np.minimum.reduceat(least, starts, axis=0)
+        for least in (measured.positions.least_sent, measured.positions.least_received)
     )
     return _Tower(
         np.maximum.accumulate(relaxation.full_start, axis=0),
