@@ -56,7 +56,7 @@ _AUTO_CP_SAT_SHARE = 0.4
 _AUTO_IDEAL_DP_SHARE = 0.5  # of the solver's time for ideal-dp under auto; CP-SAT and the polish get the rest
 _STRUCTURAL_BOUND_SHARE = 0.1  # of the time limit (4 s without one) for the chain or two-tower bound
 _UNUSED_SHARE = 0.8  # of the time a solver left unused, for those bounds when nothing else follows
-_LAST_SHARE = 0.95  # ... and never more than this of it: their last probe may overrun the deadline
+_LAST_SHARE = 0.9  # ... and never more than this of it: their last probe may overrun the deadline
 
 
 def graph_from_networkx(graph: nx.DiGraph, name: str = "graph") -> OpGraph:

@@ -131,6 +131,7 @@ from .coarsen import _UnionFind
 from .instance import Instance
 
 _IDEAL_LIMIT = 8192  # a segment with more ideals is relaxed to cells ...
+_QUICK_IDEAL_LIMIT = 4096  # ... or with more than this after the exact deadline (see _share_out) ...
 _SMALL_IDEAL_LIMIT = 256  # ... or with more than this once the exact positions reach
 _POSITION_BUDGET = 100_000  # this many (every probe of the bisection searches them all)
 _EXACT_OPS = 60  # ideals are bitsets of one machine word's worth of ops
@@ -147,7 +148,8 @@ _NESTED_CHUNK = 1_000_000  # pairs priced at once (memory: about 200 bytes each)
 _PIECE = 16  # bits per table of :func:`_bit_tables`
 _REUSED: dict[int, tuple[weakref.ref, tuple]] | None = None  # see reuse
 _NESTED_KINDS = 2  # beyond this many device kinds the bisection over exact positions needs the time
-_EXACT_SHARE = 0.6  # of the time to the deadline, for segments of more than _SMALL_IDEAL_LIMIT ideals
+_EXACT_SHARE = 0.6  # of the time to the deadline, for segments of more than _QUICK_IDEAL_LIMIT ideals,
+_EXACT_SECONDS = 3.0  # ... when at least this much is left (Inception-v2's take 2 s, and the probes)
 _NESTED_SHARE = 0.8  # of the time to the deadline, at most, for pricing nested stages
 
 
@@ -365,8 +367,9 @@ class _Builder:
         of the relaxation lose little where a segment holds many parallel ops (experts)."""
         if b not in self.ideals:
             lo, hi = int(self.bounds[b]), int(self.bounds[b + 1])
-            roomy = self.exact_positions < _POSITION_BUDGET and time.perf_counter() < self.exact_deadline
-            limit = _IDEAL_LIMIT if roomy else _SMALL_IDEAL_LIMIT
+            limit = _SMALL_IDEAL_LIMIT
+            if self.exact_positions < _POSITION_BUDGET:
+                limit = _IDEAL_LIMIT if time.perf_counter() < self.exact_deadline else _QUICK_IDEAL_LIMIT
             found = _ideals(self, b, lo, hi, limit) if hi - lo <= _EXACT_OPS else None
             if found:
                 self.exact_positions += len(found)
@@ -567,6 +570,7 @@ class _Builder:
         priced = _bit_tables(self.comm(self.size[local], np.ones(len(local)))[:, kinds])  # per tensor
         partial = partial[:, kinds]
         kept: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+        counted = 0  # pairs × kinds of this segment so far
         step = max(1, 2 * _NESTED_CHUNK // len(masks))
         for low in range(1, len(ideals), step):
             # an ideal never sorts before one it contains (:func:`_by_work`): ends lie further on
@@ -577,8 +581,8 @@ class _Builder:
             if time.perf_counter() > self.nested_deadline:  # a later call with more time may finish it
                 self.price_nested = False
                 return
-            self.nested_count += len(i) * len(kinds)
-            if self.nested_count > _NESTED_PAIRS:
+            counted += len(i) * len(kinds)
+            if self.nested_count + counted > _NESTED_PAIRS:
                 self.nested_parts[b], self.price_nested = [], False
                 return
             received = _looked_up(read_by, masks[j] & ~masks[i]) & made[i]
@@ -590,6 +594,7 @@ class _Builder:
                 rows = (i[fits][chosen].astype(np.int32), j[fits][chosen].astype(np.int32))
                 entry = (*rows, time_[fits, column][chosen])
                 kept.extend((kind, *entry) for kind in np.flatnonzero(self.kind_of == column))
+        self.nested_count += counted
         self.nested_parts[b] = kept
 
     def relaxed(self, b: int, lo: int, hi: int, prefix: np.ndarray, first: int, reference: int) -> None:
@@ -1533,6 +1538,7 @@ def chain_lower_bound(
     infeasible value met so far is already a valid bound.
     """
     instance, builder, pairs, references = _prepared(instance)
+    references = list(references)  # sorted below; the builder's own list stays fastest first
     builder.price_nested = True
     builder.bracket(np.inf if upper is None else upper)
     builder.cells = _CELLS
@@ -1583,7 +1589,8 @@ def _share_out(builder: _Builder, deadline: float | None) -> None:
     """Give exact positions and the pricing of nested stages their shares of the time to
     ``deadline`` (none: no limit); the bisection needs the rest."""
     left = np.inf if deadline is None else max(deadline - time.perf_counter(), 0.0)
-    builder.exact_deadline = time.perf_counter() + _EXACT_SHARE * left
+    exact = _EXACT_SHARE * left if left >= _EXACT_SECONDS else 0.0  # cells converge in less
+    builder.exact_deadline = time.perf_counter() + exact
     builder.nested_deadline = time.perf_counter() + _NESTED_SHARE * left
 
 
@@ -1659,13 +1666,17 @@ def _bisect_below(
 
 def _narrowed(feasible: Callable[[float], bool], lower: float, high: float, deadline: float | None) -> float:
     """``lower`` raised, and ``high`` lowered, by bisection until they are within
-    :data:`_RELATIVE_GAP` (or the deadline passes); ``lower`` stays rejected."""
+    :data:`_RELATIVE_GAP` (or the deadline would pass during the next probe, taken to last as
+    long as the one before); ``lower`` stays rejected."""
+    probe = 0.0
     while high - lower > _RELATIVE_GAP * high:
-        if deadline is not None and time.perf_counter() > deadline:
+        if deadline is not None and time.perf_counter() + probe > deadline:
             break
+        started = time.perf_counter()
         middle = (lower + high) / 2
         if feasible(middle):
             high = middle
         else:
             lower = middle
+        probe = time.perf_counter() - started
     return lower
