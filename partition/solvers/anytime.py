@@ -635,7 +635,9 @@ class _Search:
             order = np.argsort(stage_of, kind="stable")  # stage by stage: a topological order
             ends = [*(np.flatnonzero(np.diff(stage_of[order])) + 1).tolist(), len(order)]
             # a third of the time left: a cut moved far may move on in the next round
-            cells = (deadline - time.perf_counter()) / 3 / _DP_SECONDS_PER_CELL / 2 / len(ends)  # two passes
+            # (the deadline may pass between the loop's test and here)
+            left = max(deadline - time.perf_counter(), 0.0)
+            cells = left / 3 / _DP_SECONDS_PER_CELL / 2 / len(ends)  # two passes
             radius = min(int((np.sqrt(cells) - 1) / 2), len(order))
             if radius < 1:
                 return
