@@ -258,16 +258,23 @@ def test_window_dp_finds_the_best_split_with_cuts_near_the_incumbents(seed: int)
     assert evaluate(instance, placement).bottleneck > 0
 
 
-def test_shifting_the_cuts_stops_when_the_deadline_passes_inside_its_loop(monkeypatch) -> None:
-    # the deadline passes between the loop's test and the window's sizing (a loaded machine):
-    # no window is left, and the incumbent stands (it raised on the square root of a negative)
+def _equal_layers_search(layers: int) -> _Search:
+    """An anytime search on a small decoder over 2 × 2 devices at k = 4 whose incumbent is the
+    equal-layers split."""
     instance = partition.build_instance(
-        synthetic.decoder_graph(layers=2, hidden=256, intermediate=512, vocab=100, seq=64),
+        synthetic.decoder_graph(layers=layers, hidden=256, intermediate=512, vocab=100, seq=64),
         synthetic.hetero_cluster(2, 2),
         partition.Options(stages=4),
     )
     search = _Search(instance, Settings(time_limit=20.0))
     assert search.offer_fine(get_solver("uniform").solve(search.fine.instance, Settings()).placement)
+    return search
+
+
+def test_shifting_the_cuts_stops_when_the_deadline_passes_inside_its_loop(monkeypatch) -> None:
+    # the deadline passes between the loop's test and the window's sizing (a loaded machine):
+    # no window is left, and the incumbent stands (it raised on the square root of a negative)
+    search = _equal_layers_search(layers=2)
     before, start = search.best, time.perf_counter()
     search.end = start + 1.0  # the shift's deadline: start + 0.25
     clock = itertools.chain([start, start, start + 0.1], itertools.repeat(start + 2.0))
@@ -279,13 +286,7 @@ def test_shifting_the_cuts_stops_when_the_deadline_passes_inside_its_loop(monkey
 def test_shifting_the_cuts_improves_a_split_it_can_reach() -> None:
     # the equal-layers split of a small decoder: every cut moves at once within its window, so
     # the incumbent gets shorter from the shift alone, and the result is a valid placement
-    instance = partition.build_instance(
-        synthetic.decoder_graph(layers=4, hidden=256, intermediate=512, vocab=100, seq=64),
-        synthetic.hetero_cluster(2, 2),
-        partition.Options(stages=4),
-    )
-    search = _Search(instance, Settings(time_limit=20.0))
-    assert search.offer_fine(get_solver("uniform").solve(search.fine.instance, Settings()).placement)
+    search = _equal_layers_search(layers=4)
     before = search.best
     search.shift_cuts()
     assert search.best < before
