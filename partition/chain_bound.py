@@ -118,6 +118,7 @@ in a homogeneous cluster, or on hosts of one type each, this is the exact chain 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import itertools
 import time
@@ -146,7 +147,7 @@ _GROUP_IDEALS = 256  # a branch with more ideals of its own is relaxed op by op
 _NESTED_PAIRS = 60_000_000  # nested pairs of exact positions priced one by one, at most
 _NESTED_CHUNK = 1_000_000  # pairs priced at once (memory: about 200 bytes each)
 _PIECE = 16  # bits per table of :func:`_bit_tables`
-_REUSED: dict[int, tuple[weakref.ref, tuple]] | None = None  # see reuse
+_REUSED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("chain_bound_reused", default=None)
 _NESTED_KINDS = 2  # beyond this many device kinds the bisection over exact positions needs the time
 _EXACT_SHARE = 0.6  # of the time to the deadline, for segments of more than _QUICK_IDEAL_LIMIT ideals,
 _EXACT_SECONDS = 3.0  # ... when at least this much is left (Inception-v2's take 2 s, and the probes)
@@ -1601,26 +1602,29 @@ def _prepared(instance: Instance) -> tuple[Instance, _Builder, _Pairs | None, li
     first. Within :func:`reuse`, kept for the instance: a solve asks up to three times
     (``auto``'s choice, the anytime search, the end), and the builder's exact positions and
     nested stages take seconds on Inception-v2."""
-    if _REUSED is None:
+    reused = _REUSED.get()
+    if reused is None:
         return _prepare(instance)
-    cached = _REUSED.get(id(instance))
+    cached = reused.get(id(instance))
     if cached is not None and cached[0]() is instance:
         return cached[1]
     prepared = _prepare(instance)
-    _REUSED[id(instance)] = (weakref.ref(instance), prepared)
+    reused[id(instance)] = (weakref.ref(instance), prepared)
     return prepared
 
 
 @contextlib.contextmanager
 def reuse() -> Iterator[None]:
     """Within it, each instance's relaxation is built once (:func:`_prepared`); a solve wraps
-    itself in it."""
-    global _REUSED
-    outer, _REUSED = _REUSED, {} if _REUSED is None else _REUSED
+    itself in it. Per thread (a context variable), so solves in parallel threads keep theirs."""
+    if _REUSED.get() is not None:
+        yield
+        return
+    token = _REUSED.set({})
     try:
         yield
     finally:
-        _REUSED = outer
+        _REUSED.reset(token)
 
 
 def _prepare(instance: Instance) -> tuple[Instance, _Builder, _Pairs | None, list[int]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import networkx as nx
 import numpy as np
@@ -509,3 +510,19 @@ def test_nested_stages_cost_their_compute_and_what_they_exchange(seed, n, p) -> 
                         k == kind and start == i and end >= j and t <= value * (1 + 1e-9)
                         for (k, start, end), t in listed.items()
                     )
+
+
+def test_a_solve_builds_the_relaxation_once_and_rebuilds_what_a_wider_bracket_needs() -> None:
+    # within reuse() the builder is kept (per thread); nested stages priced under a bracket
+    # leave out the slower ones, so a wider bracket later prices them again: the optimum of
+    # Inception-v2 on 16 × V100 at k = 16 stays admitted after a bisection below half of it
+    instance = partition.load_instance("instances/v1/light-inception_v2.homo-16v100.k16.json.gz")
+    optimum = 0.157447e-3
+    assert chain_bound._prepared(instance)[1] is not chain_bound._prepared(instance)[1]
+    with chain_bound.reuse():
+        builder = chain_bound._prepared(instance)[1]
+        assert chain_bound._prepared(instance)[1] is builder
+        with ThreadPoolExecutor(1) as pool:
+            assert pool.submit(lambda: chain_bound._prepared(instance)[1]).result() is not builder
+        chain_lower_bound(instance, optimum / 2)
+        assert not chain_bound.rules_out(instance, optimum * (1 + 1e-3))
