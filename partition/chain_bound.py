@@ -145,7 +145,7 @@ _SAFETY = 1e-9  # the bound is shrunk by this much against rounding in the prefi
 _CLASS_STATES = 2_000_000  # DP states allowed when devices are counted per (type, host) class
 _GROUP_IDEALS = 256  # a branch with more ideals of its own is relaxed op by op
 _NESTED_PAIRS = 60_000_000  # nested pairs of exact positions priced one by one, at most
-_NESTED_CHUNK = 1_000_000  # pairs priced at once (memory: about 200 bytes each)
+_NESTED_CHUNK = 1_000_000  # superset tests (starts × ideals, upper triangle) made at once
 _PIECE = 16  # bits per table of :func:`_bit_tables`
 _REUSED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("chain_bound_reused", default=None)
 _NESTED_KINDS = 2  # beyond this many device kinds the bisection over exact positions needs the time
