@@ -150,11 +150,13 @@ class _Tower:
 @dataclass(frozen=True)
 class Towers:
     """The two towers of a graph as instances of their own, and the precedences ``(u, w)``
-    (op ids: ``u`` in one tower fed ``w`` in the other) that hanging chains cut."""
+    (op ids: ``u`` in one tower fed ``w`` in the other) that hanging chains cut; ``hung`` the
+    ids of the hung chains' ops."""
 
     first: Instance
     second: Instance
     links: tuple[tuple[str, str], ...]
+    hung: frozenset[str] = frozenset()
 
 
 def _chain(predecessors: list[list[int]], first: int) -> np.ndarray:
@@ -167,9 +169,9 @@ def _chain(predecessors: list[list[int]], first: int) -> np.ndarray:
     return chain
 
 
-def _hung(instance: Instance) -> tuple[Instance, tuple[tuple[str, str], ...]]:
-    """``instance`` with its far-fed chains hung on their producers (module docstring), and
-    the (producer, reader) op ids of the tensors' readers that were cut."""
+def _hung(instance: Instance) -> tuple[Instance, tuple[tuple[str, str], ...], frozenset[str]]:
+    """``instance`` with its far-fed chains hung on their producers (module docstring), the
+    (producer, reader) op ids of the tensors' readers that were cut, and the chains' op ids."""
     graph = instance.graph
     predecessors = _adjacency(instance.graph)[0]
     reach = _SPAN * len(graph.ops)
@@ -182,12 +184,12 @@ def _hung(instance: Instance) -> tuple[Instance, tuple[tuple[str, str], ...]]:
         (t.producer, c) for t in graph.tensors if t.producer in ids for c in t.consumers if c not in ids
     )
     if not cut:
-        return instance, ()
+        return instance, (), frozenset()
     tensors = tuple(
         replace(t, consumers=tuple(c for c in t.consumers if c in ids)) if t.producer in ids else t
         for t in graph.tensors
     )
-    return replace(instance, graph=replace(graph, tensors=tensors)), tuple(dict.fromkeys(cut))
+    return replace(instance, graph=replace(graph, tensors=tensors)), tuple(dict.fromkeys(cut)), frozenset(ids)
 
 
 def _without_ops(instance: Instance, drop: np.ndarray) -> Instance:
@@ -287,9 +289,10 @@ def towers(instance: Instance) -> Towers | None:
     if _largest_segment(hung) <= _NO_CHAIN * ops:
         return None
     cut: tuple[tuple[str, str], ...] = ()
+    chained: frozenset[str] = frozenset()
     component = _labels(hung)
     if len(np.unique(component[component >= 0])) < 2:  # joined by chains from far back (T5)
-        hung, cut = _hung(hung)
+        hung, cut, chained = _hung(hung)
         component = _labels(hung)
     labels = np.unique(component[component >= 0])
     if len(labels) < 2:
@@ -309,7 +312,7 @@ def towers(instance: Instance) -> Towers | None:
         found.append(tower)
     first, second = ({op.id for op in tower.graph.ops} for tower in found)
     links = tuple((u, w) for u, w in cut if (u in first and w in second) or (u in second and w in first))
-    return Towers(found[0], found[1], links)
+    return Towers(found[0], found[1], links, chained)
 
 
 def _grouped(

@@ -129,6 +129,7 @@ def test_t5_hangs_the_cross_attention_projections_on_the_encoder() -> None:
     instance = load_instance(T5)
     found = towers(instance)
     assert found is not None and len(found.links) == 12
+    assert {u for u, _ in found.links} <= found.hung  # each cut reader hangs at its chain's end
     kept = found.first.costs.times.sum(axis=0) + found.second.costs.times.sum(axis=0)
     assert kept == pytest.approx(instance.costs.times.sum(axis=0))  # nothing deleted
     bound = tower_lower_bound(instance, T5_BEST)

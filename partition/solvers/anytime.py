@@ -38,15 +38,18 @@ Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
 5. **Chain rounding** (:mod:`.chain_round`): after the first split, the dominator-chain
    relaxation of the lower bound is rounded to a placement (host runs of stages, cuts at the
    relaxation's positions), offered as a start.
-6. **Cut shifting** on the fine level: every cut of the incumbent moves at once within a
+6. **Tower interleaving** (:mod:`.tower_split`): on a graph of two towers (CLIP, T5), after
+   the first split, the towers' orders interleaved as an estimated split over the incumbent's
+   devices does, offered with the exact split of the order it gives.
+7. **Cut shifting** on the fine level: every cut of the incumbent moves at once within a
    window of fine positions around it, by the banded DP's recurrence over the windows
    (:meth:`_Splitter.window_dp`, the estimate corrected per stage to the incumbent's exact
    times). The search's cuts sit on coarse-op boundaries; on the 110k-op MoE at k = 64 this
    takes 23.19 ms to 23.14 ms in 3 s, where the banded DP over the fine level would need
    ~10¹⁰ cells.
-7. **Large-neighbourhood polish** (:mod:`.lns`): CP-SAT re-solves windows of consecutive stages
+8. **Large-neighbourhood polish** (:mod:`.lns`): CP-SAT re-solves windows of consecutive stages
    around the bottleneck stage on the fine level, everything else fixed, in the time left
-   (at least ``_LNS_SHARE`` of the limit: steps 1–4 stop earlier to leave it; step 6 takes
+   (at least ``_LNS_SHARE`` of the limit: steps 1–6 stop earlier to leave it; step 7 takes
    at most ``_SHIFT_SHARE`` of it).
 
 Lower bound: :func:`partition.aggregate_bound.aggregate_lower_bound` on the *original*
@@ -70,13 +73,14 @@ from ..coarsen import Coarsening, coarsen_exact, module_groups, sibling_groups
 from ..graph import keyed_topological_order
 from ..instance import Instance
 from ..placement import Placement, Status
-from ..tower_bound import structural_lower_bound
+from ..tower_bound import structural_lower_bound, towers
 from ._devices import host_orders, host_ranking, host_sequence, neighbour_hosts, used_hosts
 from ._scoring import Scorer, TensorArrays
 from .base import Capabilities, Outcome, Scope, Settings, Solver
 from .chain_round import rounded_placement
 from .lns import polish
 from .order_dp import split_order
+from .tower_split import interleave
 
 _DEFAULT_TIME_LIMIT = 20.0
 _GRAIN = 0.02  # search-level ops at most this fraction of the ideal stage time
@@ -88,6 +92,7 @@ _EVALUATE_SECONDS_PER_OP = 1.5e-5  # the independent evaluator and checks: 110k 
 _COARSEN_SECONDS_PER_OP = 2.5e-5  # heuristic coarsening, twice its cost on 2 shared cores (110k ops: 1.2 s)
 _STALL_GENERATIONS = 25  # the genetic search ends after this many generations without improvement
 _ROUNDING_SHARE = 0.25  # of the search time at most for the chain-DP rounding start (.chain_round)
+_INTERLEAVING_SHARE = 0.1  # ... and for interleaving two towers (.tower_split)
 _LNS_SHARE = 0.35  # of the time limit kept for the large-neighbourhood polish (more if the search converges)
 _SHIFT_SHARE = 0.25  # of the polish's time at most for shifting every cut at once first
 _STRUCTURAL_BOUND_OPS = 5_000  # the chain or two-tower bound is tried before the order search up to this ...
@@ -622,6 +627,27 @@ class _Search:
             self.best_order, self.best_hosts = order, hosts
         return bottleneck, placement
 
+    def interleave_towers(self) -> None:
+        """Offer the two towers interleaved over the incumbent's devices (:mod:`.tower_split`),
+        and the exact split of the order that interleaving gives, where the graph has towers."""
+        if self.best_placement is None or len(self.instance.graph.ops) > _STRUCTURAL_BOUND_OPS:
+            return
+        found = towers(self.instance)
+        if found is None:
+            return
+        deadline = time.perf_counter() + max(self.remaining(), 0.0) * _INTERLEAVING_SHARE
+        fine = self.fine.instance
+        ids = [op.id for op in self.instance.graph.ops]
+        devices = list(self.best_placement.devices)
+        interleaved = interleave(
+            fine, self.fine.members, ids, found, devices, self.bound, self.best[0], deadline
+        )
+        if interleaved is not None:
+            if interleaved.placement.num_stages == self.k or not self.instance.options.exact_stages:
+                self.offer_fine(interleaved.placement)  # its empty stages dropped
+            splitter = _Splitter(fine, interleaved.order, self.fine_tensors)
+            self.offer_fine(_best_split(splitter, devices, self.bound, self.dp_budget()))
+
     def shift_cuts(self) -> None:
         """Move every cut of the incumbent at once within windows of fine positions
         (:meth:`_Splitter.window_dp`), the estimate corrected per stage to the incumbent's exact
@@ -686,6 +712,8 @@ class Anytime(Solver):
             rounded_placement(search.fine.instance, search.fine_scorer, share, search.resplit)[0]
         )
         search.report("chain rounding")
+        search.interleave_towers()
+        search.report("towers interleaved")
         if search.best_order is not None and search.remaining() > 0:
             search.try_coarse(search.best_order, search.best_hosts, thorough=True)
             search.report("coarse DP")
