@@ -49,7 +49,7 @@ from ..placement import Placement
 from ..tower_bound import Towers
 
 _BISECTIONS = 24  # halvings of the bracket [lower, upper] for T
-_MAX_POSITIONS = 2_000  # a tower with more ops would make the n² cost grids too large
+_MAX_POSITIONS = 1_000  # a tower with more ops would make the n² cost grids (8 MB each) too large
 
 
 def _labels(instance: Instance, members, original_ids: list[str], found: Towers) -> np.ndarray:
