@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..coarsen import _adjacency
 from ..graph import keyed_topological_order
 from ..instance import Instance
 from ..placement import Placement
@@ -52,8 +53,15 @@ _BISECTIONS = 24  # halvings of the bracket [lower, upper] for T
 _MAX_POSITIONS = 1_000  # a tower with more ops would make the n² cost grids (8 MB each) too large
 
 
-def _labels(instance: Instance, members, original_ids: list[str], found: Towers) -> np.ndarray:
-    """Per op of ``instance`` (op ``v`` stands for the original ops ``members[v]``), 0 or 1: the
+def _labels(
+    members: tuple[tuple[int, ...], ...],
+    original_ids: list[str],
+    found: Towers,
+    predecessors: list[list[int]],
+    successors: list[list[int]],
+) -> np.ndarray:
+    """Per op (op ``v`` stands for the original ops ``members[v]``; its graph's ``predecessors``
+    and ``successors``), 0 or 1: the
     tower of its first original op, or for an op in neither (CLIP's ArgMax over the token ids,
     which the tower relaxation deletes) or on a hung chain (T5's cross-attention key and value
     projections, which the relaxation hangs on the encoder) the tower of its first reader, else
@@ -63,11 +71,6 @@ def _labels(instance: Instance, members, original_ids: list[str], found: Towers)
         [0 if original_ids[m[0]] in ids[0] else 1 if original_ids[m[0]] in ids[1] else -1 for m in members],
         dtype=np.int64,
     )
-    successors: list[list[int]] = [[] for _ in members]
-    predecessors: list[list[int]] = [[] for _ in members]
-    for u, v in instance.graph.edges:
-        successors[u].append(v)
-        predecessors[v].append(u)
     for v in range(len(label) - 1, -1, -1):
         readers = [w for w in sorted(successors[v]) if label[w] >= 0]
         if label[v] < 0 and readers:
@@ -259,7 +262,8 @@ def interleave(
     a coarsening of it whose op ``v`` stands for the original ops ``members[v]`` (ids
     ``original_ids``), as the estimate's best split does (module docstring), bisected in
     ``[lower, upper]`` until ``deadline``; ``None`` when no interleaving fits ``upper``."""
-    label = _labels(instance, members, original_ids, found)
+    predecessors, successors = _adjacency(instance.graph)
+    label = _labels(members, original_ids, found, predecessors, successors)
     towers = [np.flatnonzero(label == 0), np.flatnonzero(label == 1)]
     if min(len(t) for t in towers) == 0 or max(len(t) for t in towers) > _MAX_POSITIONS:
         return None
@@ -286,11 +290,6 @@ def interleave(
         stage_of[a_ops[i:j]] = stage_of[b_ops[p:q]] = c
         key[a_ops[i:j]] = c + np.arange(j - i) / (2 * (j - i + 1))
         key[b_ops[p:q]] = c + 0.5 + np.arange(q - p) / (2 * (q - p + 1))
-    successors: list[list[int]] = [[] for _ in range(n)]
-    predecessors: list[list[int]] = [[] for _ in range(n)]
-    for u, v in instance.graph.edges:
-        successors[u].append(v)
-        predecessors[v].append(u)
     for v in range(n):  # the limits keep every edge forward; this makes sure of it (ops are in order)
         stage_of[v] = max([stage_of[v], *stage_of[predecessors[v]].tolist()])
     used, stage_of = np.unique(stage_of, return_inverse=True)
