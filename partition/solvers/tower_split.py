@@ -38,18 +38,17 @@ key, keyed by stage) for the caller's exact split.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..chain_bound import _narrowed
 from ..coarsen import _adjacency
 from ..graph import keyed_topological_order
 from ..instance import Instance
 from ..placement import Placement
 from ..tower_bound import Towers
 
-_BISECTIONS = 24  # halvings of the bracket [lower, upper] for T
 _MAX_POSITIONS = 1_000  # a tower with more ops would make the n² cost grids (8 MB each) too large
 
 
@@ -273,16 +272,17 @@ def interleave(
     steps = interleaving.run(upper)
     if steps is None:
         return None
-    low, high = lower, upper
-    for _ in range(_BISECTIONS):
-        if time.perf_counter() > deadline:
-            break
-        middle = (low + high) / 2
-        found_steps = interleaving.run(middle)
-        if found_steps is None:
-            low = middle
-        else:
-            high, steps = middle, found_steps
+    best = (upper, steps)  # the bisection's high end only falls: the last fit is the best
+
+    def fits(bottleneck: float) -> bool:
+        nonlocal best
+        found = interleaving.run(bottleneck)
+        if found is not None:
+            best = (bottleneck, found)
+        return found is not None
+
+    _narrowed(fits, lower, upper, deadline)
+    high, steps = best
     n = len(instance.graph.ops)
     stage_of = np.full(n, -1, dtype=np.int64)
     key = np.full(n, np.inf)
