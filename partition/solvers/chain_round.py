@@ -49,6 +49,7 @@ from ..chain_bound import (
     _Positions,
     _positions,
     _Relaxation,
+    _share_out,
 )
 from ..instance import Instance
 from ..placement import Placement
@@ -283,6 +284,7 @@ def rounded_placement(
     """The best rounding found before ``deadline`` (``perf_counter`` time) and the chain bound
     it started from; ``improve`` (boundary moves along an order, on exact scores) refines each."""
     builder = _Builder(instance)
+    _share_out(builder, deadline)  # near the deadline, segments of many ideals become cells
     reference = int(np.argmin(builder.times.sum(axis=0)))
     positions, _ = _positions(builder, reference)
     bound = _bisect(_Relaxation(instance, positions), 0.0, None, deadline)
