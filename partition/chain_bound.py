@@ -150,7 +150,7 @@ _PIECE = 16  # bits per table of :func:`_bit_tables`
 _REUSED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("chain_bound_reused", default=None)
 _NESTED_KINDS = 2  # beyond this many device kinds the bisection over exact positions needs the time
 _EXACT_SHARE = 0.6  # of the time to the deadline, for segments of more than _QUICK_IDEAL_LIMIT ideals,
-_EXACT_SECONDS = 3.0  # ... when at least this much is left (Inception-v2's take 2 s, and the probes)
+_EXACT_SECONDS = 1.5  # ... when at least this much is left (Inception-v2's take 0.7 s, and the probes)
 _NESTED_SHARE = 0.8  # of the time to the deadline, at most, for pricing nested stages
 
 
@@ -337,6 +337,8 @@ class _Builder:
         self.dangling = np.concatenate([[0], np.cumsum(self.first_reader == n)])
         self.rows: list[tuple[np.ndarray, ...]] = []
         self.ideals: dict[int, list[int] | None] = {}
+        self.late: dict[int, int] = {}  # segments relaxed for want of time: the pass that did it
+        self.passes = 0  # :func:`_positions` calls so far
         self.exact_positions = 0
         self.hull_cache: dict[tuple, tuple] = {}
         self.cells = _CELLS  # per relaxed segment
@@ -359,22 +361,42 @@ class _Builder:
             self.nested_parts, self.nested_count = {}, 0
         self.upper = upper
 
+    def pricing_pending(self) -> bool:
+        """Whether a pass may still price nested stages: some segment not yet decided exact or
+        relaxed, or an exact one whose nested stages are not priced."""
+        if len(self.kinds) > _NESTED_KINDS:
+            return False
+        if len(self.ideals) < len(self.bounds) - 1 or self.late:
+            return True
+        return any(
+            ideals is not None and len(ideals) > 1 and b not in self.nested_parts
+            for b, ideals in self.ideals.items()
+        )
+
     def segment_ideals(self, b: int) -> list[int] | None:
         """Segment ``b``'s ideals (see :func:`_ideals`), or ``None`` when it is relaxed to cells;
-        decided once per segment, in segment order, so every caller sees the same positions.
+        decided once per segment, in segment order, so every caller sees the same positions —
+        but a segment relaxed only because the exact positions' time had run out is decided
+        again by a later :func:`_positions` pass that has time for it (a solve's first, quick
+        call must not leave a later, longer one with cells).
 
         They are ordered by their compute on the fastest type, then by size: nested ideals stay
         in order (so nested cuts never go backwards), and the suffix minima and running maxima
         of the relaxation lose little where a segment holds many parallel ops (experts)."""
-        if b not in self.ideals:
+        now = time.perf_counter()
+        late = self.late.get(b)
+        if b not in self.ideals or (late is not None and late < self.passes and now < self.exact_deadline):
             lo, hi = int(self.bounds[b]), int(self.bounds[b + 1])
             limit = _SMALL_IDEAL_LIMIT
             if self.exact_positions < _POSITION_BUDGET:
-                limit = _IDEAL_LIMIT if time.perf_counter() < self.exact_deadline else _QUICK_IDEAL_LIMIT
+                limit = _IDEAL_LIMIT if now < self.exact_deadline else _QUICK_IDEAL_LIMIT
             found = _ideals(self, b, lo, hi, limit) if hi - lo <= _EXACT_OPS else None
             if found:
                 self.exact_positions += len(found)
                 found = _by_work(found, self.times[lo:hi, int(np.argmin(self.times.sum(axis=0)))])
+            self.late.pop(b, None)
+            if found is None and limit == _QUICK_IDEAL_LIMIT and hi - lo <= _EXACT_OPS:
+                self.late[b] = self.passes  # relaxed for want of time: a later pass may retry
             self.ideals[b] = found
         return self.ideals[b]
 
@@ -1111,10 +1133,9 @@ def _staircase(start: np.ndarray, end: np.ndarray, time_: np.ndarray) -> np.ndar
 
 
 def _members(ideals: list[int], width: int) -> np.ndarray:
-    """``ideals`` (bitsets over ``width`` ops) as a boolean ideal × op matrix."""
-    return np.array([[ideal >> u & 1 for u in range(width)] for ideal in ideals], dtype=bool).reshape(
-        -1, width
-    )
+    """``ideals`` (bitsets over ``width`` ≤ 64 ops) as a boolean ideal × op matrix."""
+    masks = np.array(ideals, dtype=np.uint64).reshape(-1, 1)
+    return ((masks >> np.arange(width, dtype=np.uint64)) & np.uint64(1)).astype(bool)
 
 
 def _extremes(members: np.ndarray, feeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -1160,6 +1181,7 @@ def _ideals(builder: _Builder, b: int, lo: int, hi: int, limit: int) -> list[int
 
 def _positions(builder: _Builder, reference: int) -> tuple[_Positions, bool]:
     """The positions, large segments measured on type ``reference``; whether any was relaxed."""
+    builder.passes += 1
     builder.rows, builder.cell_stages = [], []
     relaxed = False
     prefix = np.zeros(builder.times.shape[1])
@@ -1540,11 +1562,21 @@ def chain_lower_bound(
     """
     instance, builder, pairs, references = _prepared(instance)
     references = list(references)  # sorted below; the builder's own list stays fastest first
-    builder.price_nested = True
     builder.bracket(np.inf if upper is None else upper)
     builder.cells = _CELLS
     _share_out(builder, deadline)
     best = 0.0
+    if deadline is not None and builder.pricing_pending():
+        # first the bound of the positions as they are, their nested stages unpriced: pricing
+        # may take the time to the deadline and leave the bisection none (on a loaded machine,
+        # Inception-v2 on 16 V100s at k = 16 got no chain bound at all from 3.5 s), and after
+        # it the positions and the bisection take about as long again
+        builder.price_nested = False
+        started = time.perf_counter()
+        positions, _ = _positions(builder, references[0])
+        best = _bisect(_Relaxation(instance, positions), best, upper, deadline)
+        builder.nested_deadline = min(builder.nested_deadline, deadline - 2 * (time.perf_counter() - started))
+    builder.price_nested = True
     while True:
         values: dict[int, float] = {}
         started = time.perf_counter()

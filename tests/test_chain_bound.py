@@ -526,3 +526,33 @@ def test_a_solve_builds_the_relaxation_once_and_rebuilds_what_a_wider_bracket_ne
             assert pool.submit(lambda: chain_bound._prepared(instance)[1]).result() is not builder
         chain_lower_bound(instance, optimum / 2)
         assert not chain_bound.rules_out(instance, optimum * (1 + 1e-3))
+
+
+def test_pricing_cut_by_the_deadline_still_leaves_the_unpriced_bound(monkeypatch) -> None:
+    # on a loaded machine pricing Inception-v2's nested stages took the whole time to the
+    # deadline and the bisection had none left: no chain bound at all. A pass on the positions
+    # as they are comes first, so what the pricing leaves is at least that (0.1543 ms here)
+    instance = partition.load_instance("instances/v1/light-inception_v2.homo-16v100.k16.json.gz")
+    optimum = 0.157447e-3
+
+    def slow(self, *args) -> None:  # a machine too slow to price a single block in time
+        while time.perf_counter() < self.nested_deadline:
+            time.sleep(0.01)
+        self.price_nested = False
+
+    monkeypatch.setattr(chain_bound._Builder, "nested_stages", slow)
+    bound = chain_lower_bound(instance, optimum, deadline=time.perf_counter() + 4.0)
+    assert bound > 0.154e-3
+
+
+def test_a_block_relaxed_for_want_of_time_is_exact_in_a_later_pass_with_time() -> None:
+    # auto's first, quick probe relaxes Inception-v2's blocks of 7 392 ideals to cells; a later
+    # call of the same solve with the time for them must not inherit those cells (0.1429 ms):
+    # with them exact and their nested stages priced it proves the optimum
+    instance = partition.load_instance("instances/v1/light-inception_v2.homo-16v100.k16.json.gz")
+    optimum = 0.157447e-3
+    with chain_bound.reuse():
+        chain_bound.rules_out(instance, optimum, deadline=time.perf_counter() + 0.1)
+        builder = chain_bound._prepared(instance)[1]
+        assert builder.late  # the big blocks were relaxed for want of time
+        assert chain_lower_bound(instance, optimum, deadline=time.perf_counter() + 60) >= optimum * (1 - 1e-5)
