@@ -55,11 +55,27 @@ at least the formula above.
 cut of the graph holding ``w`` holds ``u``. A cut's part in ``w``'s tower holds ``w`` once it
 lies at or beyond the boundary after ``w``'s segment, and one holding ``u`` lies beyond the
 boundary before ``u``'s; so no reachable pair has ``u``'s tower at or before the latter while
-``w``'s is at or beyond the former (T5's decoder waits for the encoder).
+``w``'s is at or beyond the former (T5's decoder waits for the encoder). When ``u``'s segment is
+relaxed to cells, a cut holding every ``u`` that the ``w`` up to some row of the other tower
+read holds at least their work and their ancestors' in the segment, so it lies beyond the last
+cell whose work stays below that (T5's decoder at its third layer needs the key and value
+projections of three layers, not of one).
+
+**Hung tensors.** The tensor ``u`` made for ``w`` is not in either tower, but the stage holding
+``w`` receives it unless it holds ``u``. ``B``, the tower of the readers, is also priced with
+every such tensor a part certainly reads (it lies at or before the boundary before every
+reader's segment and ends at or beyond the boundary after one of theirs), at each type's best
+link, and a stage pays that price when its part of ``A`` holds less of the hung segment's work
+than one chain needs to make a hung tensor: at most ``upper(a') − max(lower(a), floor)`` of it,
+the work its end's cut may hold less what its start's surely holds (T5 on 8 H100s at k = 8:
+0.3714 → 0.3729 ms; on A100/L4/T4, 0.6901 → 0.7016). A later start then may cost more, so past
+the hung segment's boundary every point is extended, not only the undominated ones.
 
 **Feasibility of a bottleneck ``T``.** The points ``(a, G_c[a])`` cover every pair ``(a*, b*)``
 that a placement's first stages, ``c_τ`` of each type, may reach: some point has ``a ≥ a*``
-and ``G_c[a] ≥ b*``; ``G_0`` holds ``(0, 0)``. A stage of type ``τ`` from a point ``(a, G[a])``
+and ``G_c[a] ≥ b*`` (past the hung segment's boundary, ``a = a*``: there the DP keeps a point
+per row, the ceilings only lower it and the floors only move points no placement's pair of
+that row needs); ``G_0`` holds ``(0, 0)``. A stage of type ``τ`` from a point ``(a, G[a])``
 of ``G_{c − e_τ}`` that no other point dominates to ``a'`` leaves ``T − cost_A(a, a')`` for
 ``B``, and ``G_c[a'] ≥`` the furthest ``b'`` that budget admits from ``G[a]`` (a binary search:
 both costs are monotone in the end and no larger from a later start, so the undominated points
@@ -88,6 +104,7 @@ from .chain_bound import (
     _components,
     _count_layers,
     _largest_segment,
+    _links,
     _Positions,
     _positions,
     _Relaxation,
@@ -316,12 +333,13 @@ def towers(instance: Instance) -> Towers | None:
 
 
 def _grouped(
-    positions: _Positions, reference: int, resolution: int
+    positions: _Positions, reference: int, resolution: int, receipts: tuple[np.ndarray, np.ndarray] | None
 ) -> tuple[_Positions, np.ndarray, np.ndarray]:
     """``positions`` with consecutive rows of one segment merged while their compute on
     ``reference`` spans at most ``1/resolution`` of the total (module docstring), and each
     old row's group; segment boundaries (rows whose threshold is themselves) and the last
-    row stay alone."""
+    row stay alone. ``receipts`` (see :func:`_receipts`) are added to the ends and starts
+    after the groups are chosen, so that a tower charged them is grouped as it is without."""
     end, threshold = positions.end, positions.threshold
     rows = len(end)
     width = end[-1, reference] / resolution
@@ -339,9 +357,10 @@ def _grouped(
     def reduced(values: np.ndarray, how) -> np.ndarray:
         return how.reduceat(values, starts, axis=0)
 
+    ends, starts_ = receipts if receipts is not None else (0.0, 0.0)
     grouped = _Positions(
-        reduced(end, np.minimum),
-        reduced(positions.start, np.maximum),
+        reduced(end + ends, np.minimum),
+        reduced(positions.start + starts_, np.maximum),
         reduced(positions.send, np.minimum),
         reduced(positions.recv, np.minimum),
         group_of[threshold[starts]],
@@ -354,12 +373,15 @@ class _Measured:
     """One tower's positions on the reference type, before grouping; ``firsts``, each
     segment's first row (its boundary, the empty ideal) and then the last row; the
     positions' least exchanges are what a part ending/starting at each row certainly sends and
-    receives."""
+    receives; ``cuts``, per segment relaxed to cells, the work on the reference type at which
+    each cell starts (and the segment's total)."""
 
     instance: Instance
     positions: _Positions
     firsts: np.ndarray
     segment: np.ndarray
+    reference: int
+    cuts: dict[int, np.ndarray]
 
     def rows(self, op: str) -> tuple[int, int]:
         """The boundary rows before and after ``op``'s segment: a cut at or before the first
@@ -367,23 +389,82 @@ class _Measured:
         segment = int(self.segment[self.instance.graph.index[op]])
         return int(self.firsts[segment]), int(self.firsts[segment + 1])
 
+    def lacking(self, ops: set[str]) -> int:
+        """The last row at or before which a cut lacks one of ``ops``: the boundary before the
+        last of their segments, or, when that segment is relaxed to cells, the last cell whose
+        work stays below what the ops and their ancestors in the segment need (a cut in cell
+        ``g`` holds work below ``cuts[g + 1]``)."""
+        index = self.instance.graph.index
+        segment = max(int(self.segment[index[op]]) for op in ops)
+        first = int(self.firsts[segment])
+        cuts = self.cuts.get(segment)
+        if cuts is None:
+            return first
+        predecessors = _adjacency(self.instance.graph)[0]
+        needed = {index[op] for op in ops if self.segment[index[op]] == segment}
+        stack = list(needed)
+        while stack:
+            for u in predecessors[stack.pop()]:
+                if u not in needed and self.segment[u] == segment:
+                    needed.add(u)
+                    stack.append(u)
+        work = self.instance.costs.finite_times()[sorted(needed), self.reference].sum()
+        return first + int(np.searchsorted(cuts[1:], work * (1 - 1e-9), "right"))
+
 
 def _measured(instance: Instance, reference: int) -> _Measured:
     builder = _Builder(instance)
     positions, _ = _positions(builder, reference)
     firsts = np.cumsum([0] + [len(row[0]) for row in builder.rows])
-    return _Measured(instance, positions, firsts, builder.segment)
+    cuts = {}
+    for b in range(len(builder.bounds) - 1):
+        if positions.cell is not None and positions.cell[firsts[b] + 1 : firsts[b + 1]].any():
+            lo, hi = int(builder.bounds[b]), int(builder.bounds[b + 1])
+            total = builder.times[lo:hi, reference].sum()
+            cuts[b] = np.linspace(0.0, total, firsts[b + 1] - firsts[b])
+    return _Measured(instance, positions, firsts, builder.segment, reference, cuts)
 
 
 def _precedences(x: _Measured, y: _Measured, links: tuple[tuple[str, str], ...]) -> list[tuple[int, int]]:
     """Per cut precedence ``(u, w)`` with ``u`` in ``x`` and ``w`` in ``y``: the row of ``x`` at or
-    before which a cut lacks ``u``, and the row of ``y`` from which it holds ``w``."""
+    before which a cut lacks ``u``, and the row of ``y`` from which it holds ``w``. A cut of ``y``
+    at or beyond a row holds every ``w`` whose row that is or comes before, so the ``x`` part
+    must hold all their ``u`` (:meth:`_Measured.lacking`: T5's decoder at its third layer needs
+    the key and value projections of three layers, not of one)."""
     present = [(u, w) for u, w in links if u in x.instance.graph.index and w in y.instance.graph.index]
-    return [(x.rows(u)[0], y.rows(w)[1]) for u, w in present]
+    holding = sorted({y.rows(w)[1] for _, w in present})
+    return [(x.lacking({u for u, w in present if y.rows(w)[1] <= row}), row) for row in holding]
 
 
-def _tower(measured: _Measured, reference: int, resolution: int) -> _Tower:
-    grouped, group_of, starts = _grouped(measured.positions, reference, resolution)
+def _receipts(y: _Measured, tensors: list[tuple[float, list[str]]]) -> tuple[np.ndarray, np.ndarray]:
+    """``(E, S)`` (rows × types) that charge each part of ``y`` the hung tensors (bytes, readers)
+    it certainly reads, on each type's best link, when added to its ends and starts: a part
+    from row ``b`` to ``b'`` holds a reader of a tensor when ``b`` lies at or before the boundary
+    before every reader's segment and ``b'`` at or beyond the boundary after some reader's.
+    ``E(b')`` is the time of the tensors some reader of which lies in a segment ending at or
+    before ``b'``, ``S(b)`` that of the tensors some reader of which lies in a segment starting
+    before ``b``: ``E(b') − S(b)`` counts every tensor certainly read once and no other
+    positively. Readers outside ``y`` (deleted with a small component) are left out."""
+    rows = len(y.positions.end)
+    latency, bandwidth = _links(y.instance)
+    ends, starts = np.zeros((rows + 1, len(latency))), np.zeros((rows + 1, len(latency)))
+    for size, everyone in tensors:
+        readers = [w for w in everyone if w in y.instance.graph.index]
+        if not readers:
+            continue
+        time_ = latency + size / bandwidth
+        ends[min(y.rows(w)[1] for w in readers)] += time_
+        starts[min(y.rows(w)[0] for w in readers) + 1] += time_
+    return np.cumsum(ends[:-1], axis=0), np.cumsum(starts[:-1], axis=0)
+
+
+def _tower(
+    measured: _Measured,
+    reference: int,
+    resolution: int,
+    receipts: tuple[np.ndarray, np.ndarray] | None = None,
+) -> _Tower:
+    grouped, group_of, starts = _grouped(measured.positions, reference, resolution, receipts)
     relaxation = _Relaxation(measured.instance, grouped)
     sent, received = (
         np.minimum.reduceat(least, starts, axis=0)
@@ -399,16 +480,51 @@ def _tower(measured: _Measured, reference: int, resolution: int) -> _Tower:
     )
 
 
+@dataclass(frozen=True)
+class _Hung:
+    """What the staircase tower's hung chains cost the stages of the other (module docstring):
+    ``tower``, the other tower charged the hung tensors its parts read (:func:`_receipts`);
+    ``boundary``, the staircase's group of the boundary before the first segment holding an op
+    that makes a hung tensor; per staircase group the least (``lower``) and most (``upper``)
+    work on the reference type its cuts hold, and ``floor``, that work at the boundary. A part
+    from group ``a`` to ``a'`` holds at most ``upper[a'] − max(lower[a], floor)`` of the work
+    past the boundary. Holding a maker, it holds the maker (``alone``, the least such work)
+    and every ancestor of it past the boundary that its start's cut lacks: at least ``whole``
+    (the least work of a maker with those ancestors) less the ``upper[a] − floor`` at most
+    that the cut holds past the boundary. Below both it holds no maker: its stage receives
+    every hung tensor its other part reads."""
+
+    tower: _Tower
+    boundary: int
+    lower: np.ndarray
+    upper: np.ndarray
+    floor: float
+    whole: float
+    alone: float
+
+    def charged(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        held = self.upper[ends] - np.maximum(self.lower[starts], self.floor)
+        before = np.maximum(self.upper[starts] - self.floor, 0.0)
+        return held < np.maximum(self.alone, self.whole - before)
+
+
 class _Product:
     """Feasibility of a bottleneck over the product of two towers' positions (module docstring);
     ``first`` indexes the staircase, ``second`` is searched. ``ceilings`` are the cut
     precedences (row of ``first`` lacking, row of ``second`` holding) from ``first`` to
-    ``second``, ``floors`` those (row of ``second`` lacking, row of ``first`` holding) back."""
+    ``second``, ``floors`` those (row of ``second`` lacking, row of ``first`` holding) back;
+    ``hung``, what the hung chains on ``first`` cost ``second`` (``None``: none)."""
 
     def __init__(
-        self, instance: Instance, first: _Tower, second: _Tower, ceilings: list, floors: list
+        self,
+        instance: Instance,
+        first: _Tower,
+        second: _Tower,
+        ceilings: list,
+        floors: list,
+        hung: _Hung | None = None,
     ) -> None:
-        self.first, self.second = first, second
+        self.first, self.second, self.hung = first, second, hung
         stages = min(instance.options.stages, len(instance.cluster.devices))
         counts = tuple(min(c, stages) for c in instance.cluster.type_counts)
         self.vectors, self.previous_of, self.layers = _count_layers(counts, stages)
@@ -417,8 +533,8 @@ class _Product:
         # holding row needs b beyond u's lacking row
         self.ceiling = np.full(first.last + 1, second.last, dtype=np.int64)
         self.floor = np.full(first.last + 1, -1, dtype=np.int64)
-        for lacking, holding in ceilings:  # boundary rows, each a group of its own
-            top = first.group_of[lacking]
+        for lacking, holding in ceilings:  # the last group that lies at or before ``lacking``
+            top = first.group_of[lacking + 1] - 1
             np.minimum(self.ceiling[: top + 1], second.group_of[holding] - 1, out=self.ceiling[: top + 1])
         for lacking, holding in floors:
             start = first.group_of[holding]
@@ -437,6 +553,37 @@ class _Product:
             np.maximum.at(points, rows[rows >= 0], values[rows >= 0])
         return np.minimum(points, self.ceiling)
 
+    def _starts(self, points: np.ndarray) -> np.ndarray:
+        """The points stages are extended from: those no other point dominates (a later start
+        never costs more) — with hung chains, among the points up to the hung boundary, then
+        every point beyond it: there a later start may hold less of the hung segment and pay
+        the hung tensors, so each point stands only for itself (its own row is exact, as the
+        DP keeps a point per row and the ceilings only lower it)."""
+        top = len(points) if self.hung is None else self.hung.boundary + 1
+        head = points[:top]
+        later = np.append(np.maximum.accumulate(head[::-1])[::-1][1:], -1)
+        corners = np.flatnonzero((head >= 0) & (head > later))
+        if self.hung is None:
+            return corners
+        return np.concatenate([corners, top + np.flatnonzero(points[top:] >= 0)])
+
+    def _extend(self, kind: int, points: np.ndarray, bottleneck: float, best: np.ndarray) -> None:
+        """Raise ``best`` to what a stage of type ``kind`` reaches from ``points``."""
+        starts = self._starts(points)
+        if not len(starts):
+            return
+        budget = bottleneck - self.costs[kind][starts]
+        # only the parts of the first tower that fit (a fifth of the pairs on CLIP) are searched
+        fits, ends = np.nonzero(budget >= 0)
+        origin, left = points[starts][fits], budget[fits, ends]
+        found = self.second.reach(kind, origin, left)
+        if self.hung is not None:
+            charged = self.hung.charged(starts[fits], ends)
+            found[charged] = self.hung.tower.reach(kind, origin[charged], left[charged])
+        reached = np.full(budget.shape, -1, dtype=np.int64)
+        reached[fits, ends] = found
+        np.maximum(best, reached.max(axis=0), out=best)
+
     def feasible(self, bottleneck: float) -> bool:
         first, second = self.first, self.second
         furthest = np.full((len(self.vectors), first.last + 1), -1, dtype=np.int64)
@@ -445,23 +592,70 @@ class _Product:
             for row in layer:
                 best = furthest[row]
                 for kind, previous in enumerate(self.previous_of):
-                    if previous[row] < 0:
-                        continue
-                    points = furthest[previous[row]]
-                    later = np.append(np.maximum.accumulate(points[::-1])[::-1][1:], -1)
-                    corners = np.flatnonzero((points >= 0) & (points > later))  # undominated
-                    if not len(corners):
-                        continue
-                    budget = bottleneck - self.costs[kind][corners]
-                    # only the parts that fit (a fifth of the pairs on CLIP) are searched in B
-                    fits, ends = np.nonzero(budget >= 0)
-                    reached = np.full(budget.shape, -1, dtype=np.int64)
-                    reached[fits, ends] = second.reach(kind, points[corners][fits], budget[fits, ends])
-                    np.maximum(best, reached.max(axis=0), out=best)
+                    if previous[row] >= 0:
+                        self._extend(kind, furthest[previous[row]], bottleneck, best)
                 furthest[row] = self._excluded(best)
             if (furthest[layer, first.last] >= second.last).any():
                 return True
         return False
+
+
+def _hung_tensors(instance: Instance, found: Towers) -> list[tuple[float, list[str]]]:
+    """The tensors the hung chains' ops make for readers in the other tower: bytes and those
+    readers."""
+    wanted: dict[str, set[str]] = {}
+    for u, w in found.links:
+        wanted.setdefault(u, set()).add(w)
+    return [
+        (t.bytes, sorted(set(t.consumers) & wanted[t.producer]))
+        for t in instance.graph.tensors
+        if t.producer in wanted and set(t.consumers) & wanted[t.producer]
+    ]
+
+
+def _maker_work(x: _Measured, makers: set[str], segment: int) -> tuple[float, float]:
+    """The least work on the reference type of an op of ``makers`` with its ancestors in
+    segment ``segment`` or later (what a part starting at or before that segment's boundary
+    holds with it), and of such an op alone."""
+    graph = x.instance.graph
+    predecessors = _adjacency(graph)[0]
+    times = x.instance.costs.finite_times()[:, x.reference]
+    whole, alone = np.inf, np.inf
+    for op in makers:
+        v = graph.index[op]
+        needed, stack = {v}, [v]
+        while stack:
+            for u in predecessors[stack.pop()]:
+                if x.segment[u] >= segment and u not in needed:
+                    needed.add(u)
+                    stack.append(u)
+        whole = min(whole, float(times[sorted(needed)].sum()))
+        alone = min(alone, float(times[v]))
+    return whole, alone
+
+
+def _hung_costs(
+    x: _Measured, y: _Measured, staircase: _Tower, found: Towers, tensors: list, resolution: int
+) -> _Hung:
+    """:class:`_Hung` for the hung chains of ``x`` (the staircase, grouped as ``staircase``)
+    read by ``y``, at ``resolution``."""
+    index = x.instance.graph.index
+    makers = {u for u, _ in found.links if u in index}
+    segment = min(int(x.segment[index[u]]) for u in makers)
+    boundary = int(x.firsts[segment])
+    group_of = staircase.group_of
+    firsts = np.flatnonzero(np.diff(group_of, prepend=-1))
+    reference = x.reference
+    whole, alone = _maker_work(x, makers, segment)
+    return _Hung(
+        _tower(y, reference, resolution, _receipts(y, tensors)),
+        int(group_of[boundary]),
+        np.minimum.reduceat(x.positions.end[:, reference], firsts),
+        np.maximum.reduceat(x.positions.start[:, reference], firsts),
+        float(x.positions.end[boundary, reference]),
+        whole * (1 - 1e-9),
+        alone * (1 - 1e-9),
+    )
 
 
 def tower_lower_bound(
@@ -479,16 +673,24 @@ def tower_lower_bound(
     if deadline is not None and time.perf_counter() > deadline:
         return floor
     forward, backward = (_precedences(x, y, found.links) for x, y in (measured, measured[::-1]))
+    tensors = _hung_tensors(instance, found)
+    hung_first = bool(tensors) and found.links[0][0] in measured[0].instance.graph.index
     best = floor
     for resolution in _RESOLUTIONS:
         started = time.perf_counter()
         parts = [_tower(m, reference, resolution) for m in measured]
         ceilings, floors = forward, backward
-        if parts[0].last > parts[1].last:  # the staircase over the tower with fewer rows
+        # the staircase over the tower the hung chains hang on, else over the one with fewer rows
+        flip = not hung_first if tensors else parts[0].last > parts[1].last
+        if flip:
             parts, ceilings, floors = parts[::-1], backward, forward
         if parts[0].last >= _MAX_ROWS:  # its cost matrices would not fit (segment boundaries stay)
             break
-        product = _Product(instance, *parts, ceilings, floors)
+        hung = None
+        if tensors:
+            x, y = measured[::-1] if flip else measured
+            hung = _hung_costs(x, y, parts[0], found, tensors, resolution)
+        product = _Product(instance, *parts, ceilings, floors, hung)
         best = max(best, _bisect_below(product.feasible, best, upper, deadline))
         left = None if deadline is None else deadline - time.perf_counter()
         if left is not None and left < 2 * (time.perf_counter() - started):  # a finer pass takes longer
