@@ -556,3 +556,15 @@ def test_a_block_relaxed_for_want_of_time_is_exact_in_a_later_pass_with_time() -
         builder = chain_bound._prepared(instance)[1]
         assert builder.late  # the big blocks were relaxed for want of time
         assert chain_lower_bound(instance, optimum, deadline=time.perf_counter() + 60) >= optimum * (1 - 1e-5)
+
+
+def test_a_later_call_of_a_solve_starts_from_what_an_earlier_one_proved() -> None:
+    # auto's final bound has seconds, not the 8 s pricing Inception-v2's blocks takes; what the
+    # search's own call proved stands even when the final call is cut short
+    instance = partition.load_instance("instances/v1/light-inception_v2.homo-16v100.k16.json.gz")
+    optimum = 0.157447e-3
+    with chain_bound.reuse():
+        assert chain_lower_bound(instance, optimum) >= optimum * (1 - 1e-5)
+        # above the optimum the bisection needs probes, which no time is left for
+        later = chain_lower_bound(instance, 1.01 * optimum, deadline=time.perf_counter() + 0.01)
+        assert later >= optimum * (1 - 1e-5)
