@@ -125,6 +125,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import numpy as np
 
@@ -148,6 +149,7 @@ _NESTED_PAIRS = 60_000_000  # nested pairs of exact positions priced one by one,
 _NESTED_CHUNK = 1_000_000  # superset tests (starts × ideals, upper triangle) made at once
 _PIECE = 16  # bits per table of :func:`_bit_tables`
 _REUSED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("chain_bound_reused", default=None)
+_T = TypeVar("_T")
 _NESTED_KINDS = 2  # beyond this many device kinds the bisection over exact positions needs the time ...
 _NESTED_KIND_ROWS = 60_000  # ... unless kinds × exact positions stay this few (Mixtral: 44 k, 58 k)
 _EXACT_SHARE = 0.6  # of the time to the deadline, for segments of more than _QUICK_IDEAL_LIMIT ideals,
@@ -351,7 +353,8 @@ class _Builder:
         _, self.kinds, self.kind_of = np.unique(signature, axis=0, return_index=True, return_inverse=True)
         self.price_nested = False  # whether exact segments price their nested stages
         self.nested_deadline = np.inf  # (time.perf_counter) when they stop: the rest stay unpriced
-        self.exact_deadline = np.inf  # after it, segments of many ideals are relaxed to cells
+        self.exact_deadline = np.inf  # after it, segments of many ideals are relaxed to cells ...
+        self.deadline = np.inf  # ... and after the call's own deadline, all but the smallest
         self.nested_parts: dict[int, list] = {}  # per segment, see nested_stages and _Nested
         self.nested_count = 0
         self.proven = 0.0  # the largest bottleneck any call on this builder proved infeasible
@@ -397,15 +400,16 @@ class _Builder:
         late = self.late.get(b)
         if b not in self.ideals or (late is not None and late < self.passes and now < self.exact_deadline):
             lo, hi = int(self.bounds[b]), int(self.bounds[b + 1])
+            spent = self.exact_positions >= _POSITION_BUDGET
             limit = _SMALL_IDEAL_LIMIT
-            if self.exact_positions < _POSITION_BUDGET:
+            if not spent and now < self.deadline:
                 limit = _IDEAL_LIMIT if now < self.exact_deadline else _QUICK_IDEAL_LIMIT
             found = _ideals(self, b, lo, hi, limit) if hi - lo <= _EXACT_OPS else None
             if found:
                 self.exact_positions += len(found)
                 found = _by_work(found, self.times[lo:hi, int(np.argmin(self.times.sum(axis=0)))])
             self.late.pop(b, None)
-            if found is None and limit == _QUICK_IDEAL_LIMIT and hi - lo <= _EXACT_OPS:
+            if found is None and limit < _IDEAL_LIMIT and not spent and hi - lo <= _EXACT_OPS:
                 self.late[b] = self.passes  # relaxed for want of time: a later pass may retry
             self.ideals[b] = found
         return self.ideals[b]
@@ -1637,6 +1641,7 @@ def _share_out(builder: _Builder, deadline: float | None) -> None:
     exact = _EXACT_SHARE * left if left >= _EXACT_SECONDS else 0.0  # cells converge in less
     builder.exact_deadline = time.perf_counter() + exact
     builder.nested_deadline = time.perf_counter() + _NESTED_SHARE * left
+    builder.deadline = time.perf_counter() + left
 
 
 def _prepared(instance: Instance) -> tuple[Instance, _Builder, _Pairs | None, list[int]]:
@@ -1646,21 +1651,26 @@ def _prepared(instance: Instance) -> tuple[Instance, _Builder, _Pairs | None, li
     first. Within :func:`reuse`, kept for the instance: a solve asks up to three times
     (``auto``'s choice, the anytime search, the end), and the builder's exact positions and
     nested stages take seconds on Inception-v2."""
-    reused = _REUSED.get()
-    if reused is None:
-        return _prepare(instance)
-    cached = reused.get(id(instance))
-    if cached is not None and cached[0]() is instance:
-        return cached[1]
-    prepared = _prepare(instance)
-    reused[id(instance)] = (weakref.ref(instance), prepared)
-    return prepared
+    return reused(instance, "chain", lambda: _prepare(instance))
+
+
+def reused(instance: Instance, what: str, make: Callable[[], _T]) -> _T:
+    """``make()``, kept for ``instance`` under ``what`` within :func:`reuse` (made anew outside)."""
+    kept = _REUSED.get()
+    if kept is None:
+        return make()
+    hit = kept.get((what, id(instance)))
+    if hit is not None and hit[0]() is instance:
+        return hit[1]
+    value = make()
+    kept[what, id(instance)] = (weakref.ref(instance), value)
+    return value
 
 
 @contextlib.contextmanager
 def reuse() -> Iterator[None]:
-    """Within it, each instance's relaxation is built once (:func:`_prepared`); a solve wraps
-    itself in it. Per thread (a context variable), so solves in parallel threads keep theirs."""
+    """Within it, each instance's relaxation is built once (:func:`_prepared`, :func:`reused`); a
+    solve wraps itself in it. Per thread (a context variable), so solves in parallel threads keep theirs."""
     if _REUSED.get() is not None:
         yield
         return

@@ -111,6 +111,7 @@ from .chain_bound import (
     _without_broadcasts,
     chain_lower_bound,
     dominators,
+    reused,
 )
 from .coarsen import _adjacency
 from .instance import Instance
@@ -298,7 +299,13 @@ def _with_near_readers(tower: Instance, original: Instance) -> Instance:
 def towers(instance: Instance) -> Towers | None:
     """The two towers of ``instance`` (module docstring), or ``None`` when, after the broadcast
     relaxation, its dominator chain is useful, or its largest segment holds fewer than two
-    components even with the far-fed chains hung, or it has more than :data:`_MAX_OPS` ops."""
+    components even with the far-fed chains hung, or it has more than :data:`_MAX_OPS` ops.
+    Found once per instance within :func:`~partition.chain_bound.reuse` (the anytime search's
+    interleaving and the bounds of a solve all ask)."""
+    return reused(instance, "towers", lambda: _towers(instance))
+
+
+def _towers(instance: Instance) -> Towers | None:
     ops = len(instance.graph.ops)
     if ops > _MAX_OPS or _largest_segment(instance) <= _NO_CHAIN * ops:
         return None
@@ -666,7 +673,8 @@ def tower_lower_bound(
     ``instance`` is not made of two towers. ``deadline`` (``time.perf_counter`` seconds) stops
     the bisection and the refinement early; every value found infeasible by then is valid."""
     found = towers(instance)
-    if found is None or not np.isfinite(upper) or floor >= upper:
+    late = deadline is not None and time.perf_counter() > deadline
+    if found is None or not np.isfinite(upper) or floor >= upper or late:
         return floor
     reference = int(instance.costs.finite_times().sum(axis=0).argmin())
     measured = [_measured(tower, reference) for tower in (found.first, found.second)]
@@ -710,6 +718,8 @@ def structural_lower_bound(
     tower = tower_lower_bound(instance, upper, floor=floor, deadline=deadline)
     if tower > value:
         return tower, "two-tower relaxation"
+    if deadline is not None and time.perf_counter() > deadline:
+        return value, name
     chain = chain_lower_bound(instance, upper, deadline=deadline)
     if chain > value:
         value, name = chain, "dominator-chain relaxation"
