@@ -1592,6 +1592,8 @@ def chain_lower_bound(
         positions, _ = _positions(builder, references[0])
         best = builder.proven = _bisect(_Relaxation(instance, positions), best, upper, deadline)
         builder.nested_deadline = min(builder.nested_deadline, deadline - 2 * (time.perf_counter() - started))
+        if time.perf_counter() > deadline:
+            return best
     builder.price_nested = True
     while True:
         values: dict[int, float] = {}

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 import partition
 from partition.api import _choose_solver
-from partition.solvers import ideal_dp
-from partition.solvers.ideal_dp import ideal_count
+from partition.solvers import Settings, ideal_dp
+from partition.solvers.ideal_dp import ideal_count, incumbents
+from partition.solvers.order_dp import split_seconds
 
 ONE_HOST = [{"name": "h0", "devices": {"H100-SXM": 2, "A100-80GB": 2}, "intra_link": "pcie4"}]
 THREE_HOSTS = [
@@ -273,3 +274,14 @@ def test_a_time_limit_in_the_placement_passes_keeps_every_level_bound(monkeypatc
     assert [kind for _, kind in calls] == ["bound"] * 3 + ["placement"]
     assert hurried.lower_bound == full.lower_bound and hurried.evaluation.valid
     assert hurried.bottleneck >= full.bottleneck * (1 - RELATIVE)
+
+
+def test_the_order_dp_incumbent_waits_for_a_time_limit_it_fits() -> None:
+    # on Llama-7B at k = 16 the order DP's dense tables take 17 s, which CP-SAT and ideal-dp
+    # given 3 s spent before anything else; predicted past a quarter of the limit, it is skipped
+    instance = random_dag_instance(0, 9, stages=3)
+    assert split_seconds(instance) < 1e-3
+    labels = [found[0] for found in incumbents(instance, Settings())]
+    assert labels[0] == "order-dp" and "balanced-time" in labels
+    hurried = [found[0] for found in incumbents(instance, Settings(time_limit=split_seconds(instance)))]
+    assert "order-dp" not in hurried and "balanced-time" in hurried

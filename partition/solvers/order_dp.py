@@ -32,6 +32,9 @@ from ..placement import Placement, Status
 from .base import Capabilities, Outcome, Scope, Settings, Solver
 
 _RELATIVE_TOLERANCE = 1e-9
+# seconds per (stage, device, interval) cell of one pass: 17 s for both passes of Llama-7B
+# (1 834 ops) at k = 16 on 16 devices, measured on 2 shared cores
+_SECONDS_PER_CELL = 1e-8
 
 
 def _rectangles(size: int, rows_lo, rows_hi, cols_lo, cols_hi, values) -> np.ndarray:
@@ -193,6 +196,13 @@ def _trace(best, cut, before_device, c: int, m: int, n: int) -> tuple[list[int],
         m = int(before_device[c, m, i])
         c, j = c - 1, i
     return bounds[::-1], devices[::-1]
+
+
+def split_seconds(instance: Instance) -> float:
+    """About how long :func:`split_order` takes on ``instance`` (its two passes fill dense
+    ``(n+1)²`` tables per stage and device)."""
+    n = len(instance.graph.ops)
+    return 2 * _SECONDS_PER_CELL * instance.options.stages * len(instance.cluster.devices) * (n + 1) ** 2
 
 
 def split_order(instance: Instance, order: np.ndarray) -> tuple[Placement | None, float]:
