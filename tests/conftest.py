@@ -32,6 +32,46 @@ def one_output_per_op(graph: partition.OpGraph) -> partition.OpGraph:
     return partition.OpGraph(graph.name, graph.ops, tensors, graph.weights)
 
 
+class RandomOps:
+    """A DAG being built op by op with random costs (the hypothesis generators' shape-specific
+    graphs): each op memory- or compute-bound at random, so device types' speed ratios differ
+    from op to op; ``floor`` is the least bytes a small op reads and writes."""
+
+    def __init__(self, seed: int, floor: float = 1e5) -> None:
+        self.seed, self.floor = seed, floor
+        self.rng = np.random.default_rng(seed)
+        self.dag = nx.DiGraph()
+
+    def node(self, name: str, cheap: bool = False) -> None:
+        """An op; ``cheap``: a few MFLOPs and little traffic (CLIP's ArgMax over token ids)."""
+        rng = self.rng
+        memory_bound = cheap or rng.random() < 0.5
+        flops = rng.uniform(1e8, 2e9) if memory_bound else rng.uniform(1e10, 8e10)
+        self.dag.add_node(
+            name,
+            flops=float(rng.uniform(1e6, 1e7) if cheap else flops),
+            bytes_read=float(
+                rng.uniform(1e7, 3e8) if memory_bound and not cheap else rng.uniform(self.floor, 1e7)
+            ),
+            bytes_written=float(rng.uniform(self.floor, 1e7)),
+            param_bytes=float(rng.uniform(0, 1e9)),
+        )
+
+    def edge(self, u: str, v: str) -> None:
+        self.dag.add_edge(u, v, bytes=float(self.rng.uniform(1e6, 3e8)))
+
+    def instance(self, name: str) -> partition.Instance:
+        """The DAG on ``TWO_HOSTS`` with 2-4 stages; odd seeds count a tensor once, even ones
+        per destination; every third seed one output tensor per op, read by all its successors
+        (an MoE layer's hidden state)."""
+        cluster = partition.parse_cluster({"name": "two", "hosts": TWO_HOSTS, "inter_host_link": "ib-hdr"})
+        graph = partition.graph_from_networkx(self.dag, f"{name}-{self.seed}")
+        if self.seed % 3 == 0:
+            graph = one_output_per_op(graph)
+        mode = "once" if self.seed % 2 else "per-destination"
+        return partition.make_instance(graph, cluster, int(self.rng.integers(2, 5)), comm_mode=mode)
+
+
 def random_dag_instance(
     seed: int,
     num_ops: int,

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import networkx as nx
 import numpy as np
 import pytest
-from conftest import TWO_HOSTS, one_output_per_op, random_dag_instance
+from conftest import TWO_HOSTS, RandomOps, random_dag_instance
 from generated import small_instances
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -159,21 +159,8 @@ def _fan(seed: int) -> partition.Instance:
     source) into a join, maybe a tail (often also reading the source); memory- or compute-bound
     ops at random, so the device types' speed ratios differ from op to op; at most 10 ops
     (brute force's limit); every third seed, one output tensor per op."""
-    rng = np.random.default_rng(seed)
-    dag = nx.DiGraph()
-
-    def node(name: str) -> None:
-        memory_bound = rng.random() < 0.5
-        dag.add_node(
-            name,
-            flops=float(rng.uniform(1e8, 2e9) if memory_bound else rng.uniform(1e10, 8e10)),
-            bytes_read=float(rng.uniform(1e7, 3e8) if memory_bound else rng.uniform(1e6, 1e7)),
-            bytes_written=float(rng.uniform(1e6, 1e7)),
-            param_bytes=float(rng.uniform(0, 1e9)),
-        )
-
-    def edge(u: str, v: str) -> None:
-        dag.add_edge(u, v, bytes=float(rng.uniform(1e6, 3e8)))
+    ops = RandomOps(seed, floor=1e6)
+    rng, dag, node, edge = ops.rng, ops.dag, ops.node, ops.edge
 
     node("src")
     node("join")
@@ -193,12 +180,7 @@ def _fan(seed: int) -> partition.Instance:
         edge("join", "tail")
         if rng.random() < 0.7:
             edge("src", "tail")  # the join is no dominator: the branches are relaxed with it
-    cluster = partition.parse_cluster({"name": "two", "hosts": TWO_HOSTS, "inter_host_link": "ib-hdr"})
-    graph = partition.graph_from_networkx(dag, f"fan-{seed}")
-    if seed % 3 == 0:  # one output per op, read by all its successors (an MoE layer's hidden state)
-        graph = one_output_per_op(graph)
-    mode = "once" if seed % 2 else "per-destination"
-    return partition.make_instance(graph, cluster, int(rng.integers(2, 5)), comm_mode=mode)
+    return ops.instance("fan")
 
 
 @cases

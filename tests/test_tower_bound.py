@@ -5,7 +5,7 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 import pytest
-from conftest import TWO_HOSTS, one_output_per_op
+from conftest import TWO_HOSTS, RandomOps
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,22 +28,8 @@ def _two_towers(seed: int) -> partition.Instance:
     op reading only the first tower's end and feeding the second's middle (T5's cross-attention
     projections); memory- or compute-bound ops at random; at most 10 ops (brute force's
     limit); every third seed one output tensor per op."""
-    rng = np.random.default_rng(seed)
-    dag = nx.DiGraph()
-
-    def node(name: str, cheap: bool = False) -> None:
-        memory_bound = cheap or rng.random() < 0.5
-        flops = rng.uniform(1e8, 2e9) if memory_bound else rng.uniform(1e10, 8e10)
-        dag.add_node(
-            name,
-            flops=float(rng.uniform(1e6, 1e7) if cheap else flops),
-            bytes_read=float(rng.uniform(1e7, 3e8) if memory_bound and not cheap else rng.uniform(1e5, 1e7)),
-            bytes_written=float(rng.uniform(1e5, 1e7)),
-            param_bytes=float(rng.uniform(0, 1e9)),
-        )
-
-    def edge(u: str, v: str) -> None:
-        dag.add_edge(u, v, bytes=float(rng.uniform(1e6, 3e8)))
+    ops = RandomOps(seed)
+    rng, node, edge = ops.rng, ops.node, ops.edge
 
     join, floating, cross = (bool(rng.random() < p) for p in (0.5, 0.3, 0.4))
     room = 10 - join - floating - cross
@@ -70,12 +56,7 @@ def _two_towers(seed: int) -> partition.Instance:
         node("join")
         for end in ends:
             edge(end, "join")
-    cluster = partition.parse_cluster({"name": "two", "hosts": TWO_HOSTS, "inter_host_link": "ib-hdr"})
-    graph = partition.graph_from_networkx(dag, f"towers-{seed}")
-    if seed % 3 == 0:
-        graph = one_output_per_op(graph)
-    mode = "once" if seed % 2 else "per-destination"
-    return partition.make_instance(graph, cluster, int(rng.integers(2, 5)), comm_mode=mode)
+    return ops.instance("towers")
 
 
 def _hung_towers(seed: int) -> partition.Instance:
@@ -83,21 +64,8 @@ def _hung_towers(seed: int) -> partition.Instance:
     read the first chain's end and feed the second's middle (T5's cross-attention key and value
     projections, one pair per decoder layer); at most 10 ops; every third seed one output
     tensor per op."""
-    rng = np.random.default_rng(seed)
-    dag = nx.DiGraph()
-
-    def node(name: str) -> None:
-        memory_bound = rng.random() < 0.5
-        dag.add_node(
-            name,
-            flops=float(rng.uniform(1e8, 2e9) if memory_bound else rng.uniform(1e10, 8e10)),
-            bytes_read=float(rng.uniform(1e7, 3e8) if memory_bound else rng.uniform(1e5, 1e7)),
-            bytes_written=float(rng.uniform(1e5, 1e7)),
-            param_bytes=float(rng.uniform(0, 1e9)),
-        )
-
-    def edge(u: str, v: str) -> None:
-        dag.add_edge(u, v, bytes=float(rng.uniform(1e6, 3e8)))
+    ops = RandomOps(seed)
+    rng, node, edge = ops.rng, ops.node, ops.edge
 
     first, chains = int(rng.integers(1, 4)), int(rng.integers(1, 4))
     second = max(2, int(rng.integers(2, 11 - first - chains)))
@@ -118,12 +86,7 @@ def _hung_towers(seed: int) -> partition.Instance:
             edge(end, f"kv{j}t")
             end, used = f"kv{j}t", used + 1
         edge(end, f"b{int(rng.integers(1, second))}")
-    cluster = partition.parse_cluster({"name": "two", "hosts": TWO_HOSTS, "inter_host_link": "ib-hdr"})
-    graph = partition.graph_from_networkx(dag, f"hung-{seed}")
-    if seed % 3 == 0:
-        graph = one_output_per_op(graph)
-    mode = "once" if seed % 2 else "per-destination"
-    return partition.make_instance(graph, cluster, int(rng.integers(2, 5)), comm_mode=mode)
+    return ops.instance("hung")
 
 
 @cases
