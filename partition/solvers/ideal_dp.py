@@ -1055,8 +1055,10 @@ class IdealDP(Solver):
             if not closed and time.perf_counter() + _PLACEMENT_PASSES * previous[0] + later > deadline:
                 if index == 1:  # the first level that tracks the last stage's class (its host):
                     # the slowest links' placement now, as at the last level the passes cost several
-                    # times as much and the time may be gone (BERT-base on 2 x 8 A100 at k = 16:
-                    # 0.27926 ms from the DP, 0.27458 from this pass)
+                    # times as much and the time may be gone. A better placement for a bound that
+                    # may not come: under auto at 60 s bert_legacy on 2 x 8 A100 at k = 16 went
+                    # 0.27897 -> 0.27548 ms, while BERT-base there lost its last level's bound
+                    # (gap 3.41% -> 3.96%; bench/scoreboard.md)
                     best = self._placement_passes(
                         instance, dp, best, level_value, settings, deadline, slowest_only=True
                     )
