@@ -57,11 +57,11 @@ _AUTO_CP_SAT_SHARE = 0.4
 # ideal-dp instances of the zoo at k = 8 and 16 whose passes take long (BERT, ViT, GPT-2,
 # Inception-v1, ResNet-50 across hosts), 0.8 against 0.5, run side by side at 60 s: six gaps
 # smaller (bert_legacy on H100/A100 at k = 8 2.77% -> 2.15%, Inception-v1 on four types 3.55% ->
-# 2.53%, ViT on A100/L4/T4 0.19% -> optimal), none larger (bench/scoreboard.md). Under a short
-# limit it keeps the seconds CP-SAT and the polish need (one each, and the bound), but never
-# less than half.
+# 2.53%, ViT on A100/L4/T4 0.19% -> optimal), none larger (bench/scoreboard.md). See
+# _ideal_dp_seconds for short limits.
 _AUTO_IDEAL_DP_SHARE = 0.8
-_AUTO_IDEAL_DP_LEAVES = 3 * _MIN_POLISH_SECONDS
+_AUTO_IDEAL_DP_LEAVES = 3 * _MIN_POLISH_SECONDS  # for CP-SAT, the polish and the bound ...
+_AUTO_IDEAL_DP_FLOOR = 0.5  # ... unless that leaves ideal-dp less than this share
 _STRUCTURAL_BOUND_SHARE = 0.1  # of the time limit (4 s without one) for the chain or two-tower bound
 _UNUSED_SHARE = 0.8  # of the time a solver left unused, for those bounds when nothing else follows
 _LAST_SHARE = 0.9  # ... and never more than this of it: their last probe may overrun the deadline
@@ -214,6 +214,15 @@ def _run_solver(instance: Instance, name: str, settings: Settings, auto: bool) -
         return fallback, get_solver(fallback).solve(instance, settings), (note,)
 
 
+def _ideal_dp_seconds(limit: float) -> float:
+    """ideal-dp's time under ``auto`` when the solver has ``limit`` seconds: most of it, as its
+    richer levels' bounds and placement passes are what closes the gaps there, but with the
+    seconds CP-SAT and the polish need after it kept under a short limit (a 5-s ``auto`` on a
+    32-layer decoder ended without the polish), and never less than half."""
+    share = min(_AUTO_IDEAL_DP_SHARE * limit, limit - _AUTO_IDEAL_DP_LEAVES)
+    return max(_AUTO_IDEAL_DP_FLOOR * limit, share)
+
+
 def _polish_with_cp_sat(
     instance: Instance, first: Outcome, bound: float, settings: Settings, started: float, share: float
 ) -> tuple[str, Outcome, tuple[str, ...]]:
@@ -337,9 +346,7 @@ def _solve(
     # ideal-dp's richer levels can take all the time; auto keeps some for CP-SAT and the polish
     first = settings
     if auto and name == "ideal-dp" and settings.time_limit is not None:
-        limit = settings.time_limit
-        share = min(_AUTO_IDEAL_DP_SHARE * limit, limit - _AUTO_IDEAL_DP_LEAVES)
-        first = replace(settings, time_limit=max(0.5 * limit, share))
+        first = replace(settings, time_limit=_ideal_dp_seconds(settings.time_limit))
     name, outcome, fallback_notes = _run_solver(instance, name, first, auto)
     # Before any polish, so that a bound meeting the incumbent ends ``auto`` at once.
     bound = max(bound, outcome.lower_bound)

@@ -614,9 +614,7 @@ class _Builder:
         key = ("nested", self.upper, *(x.tobytes() for x in read))
         if key in self.repeats:
             kept, counted = self.repeats[key]
-            if self.nested_count + counted > _NESTED_PAIRS:
-                self.nested_parts[b], self.price_nested = [], False
-            else:
+            if not self._over_budget(b, counted):
                 self.nested_count += counted
                 self.nested_parts[b] = kept
             return
@@ -639,8 +637,7 @@ class _Builder:
                 self.price_nested = False
                 return
             counted += len(i) * len(kinds)
-            if self.nested_count + counted > _NESTED_PAIRS:
-                self.nested_parts[b], self.price_nested = [], False
+            if self._over_budget(b, counted):
                 return
             received = _looked_up(read_by, masks[j] & ~masks[i]) & made[i]
             sent = out[j] & ~made[i]  # disjoint from received: one lookup prices both
@@ -654,6 +651,14 @@ class _Builder:
         self.nested_count += counted
         self.nested_parts[b] = kept
         self.repeats[key] = (kept, counted)
+
+    def _over_budget(self, b: int, counted: int) -> bool:
+        """Whether ``counted`` more nested pairs of segment ``b`` pass :data:`_NESTED_PAIRS`; if
+        so the segment and those after it stay unpriced."""
+        if self.nested_count + counted <= _NESTED_PAIRS:
+            return False
+        self.nested_parts[b], self.price_nested = [], False
+        return True
 
     def relaxed(self, b: int, lo: int, hi: int, prefix: np.ndarray, first: int, reference: int) -> None:
         times = self.times[lo:hi]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from conftest import LIGHT, TWO_HOSTS, random_dag_instance
 
 import partition
-from partition.api import _choose_solver
+from partition.api import _choose_solver, _ideal_dp_seconds
 
 
 def test_auto_closes_the_gap_ideal_dp_leaves_with_cp_sat() -> None:
@@ -49,3 +49,9 @@ def test_auto_runs_anytime_where_the_chain_bound_is_close_and_cp_sat_where_it_is
     name, why = _choose_solver(close)
     assert name == "anytime" and "dominator-chain bound" in why
     assert _choose_solver(far)[0] == "cp-sat"
+
+
+def test_ideal_dp_gets_most_of_a_minute_and_leaves_the_polish_seconds_under_a_short_limit() -> None:
+    assert _ideal_dp_seconds(54.0) == 0.8 * 54.0  # a minute's solver time: the share
+    assert _ideal_dp_seconds(10.0) == 7.0  # three seconds kept for CP-SAT, the polish, the bound
+    assert _ideal_dp_seconds(4.5) == 2.25  # never less than half
