@@ -51,15 +51,20 @@ _AUTO_CP_SAT_CELLS = 4_000
 # auto runs anytime when the chain bound rules out every bottleneck this far below the heuristic's.
 _AUTO_CHAIN_CELLS = 2_000
 _AUTO_CHAIN_CLOSE = 1.2
-# After ideal-dp, CP-SAT gets this share of the time left and the large-neighbourhood polish the rest.
-_AUTO_CP_SAT_SHARE = 0.4
-# Of the solver's time, for ideal-dp under auto; CP-SAT and the polish get the rest. On the 22
-# ideal-dp instances of the zoo at k = 8 and 16 whose passes take long (BERT, ViT, GPT-2,
-# Inception-v1, ResNet-50 across hosts), 0.8 against 0.5, run side by side at 60 s: six gaps
-# smaller (bert_legacy on H100/A100 at k = 8 2.77% -> 2.15%, Inception-v1 on four types 3.55% ->
-# 2.53%, ViT on A100/L4/T4 0.19% -> optimal), none larger (bench/scoreboard.md). See
-# _ideal_dp_seconds for short limits.
+# Under auto, ideal-dp gets a share of the solver's time, CP-SAT (started from ideal-dp's
+# placement) a share of the rest, and the large-neighbourhood polish what is left. On large models
+# ideal-dp's richer levels and placement passes are what closes gaps: on the 22 ideal-dp instances
+# of the zoo at k = 8 and 16 whose passes take long, 0.8 against 0.5 run side by side at 60 s gave
+# six gaps smaller (bert_legacy on 2 x 8 A100 at k = 16 3.60% -> 3.10%, Inception-v1 on four types
+# 3.55% -> 2.53%), none larger (bench/scoreboard.md). Where CP-SAT's whole model is small (ops x
+# stages at most _AUTO_CP_SAT_CELLS), CP-SAT from that start often proves the optimum in seconds,
+# which no level of ideal-dp can where links differ (BERT at k = 8 on mixed types: 4-10 s), so
+# there ideal-dp gets less and CP-SAT most of the rest (bench/scoreboard.md: bert_legacy on
+# H100/A100 2.15% -> optimal). See _ideal_dp_seconds for short limits.
 _AUTO_IDEAL_DP_SHARE = 0.8
+_AUTO_CP_SAT_SHARE = 0.4
+_AUTO_SMALL_IDEAL_DP_SHARE = 0.4
+_AUTO_SMALL_CP_SAT_SHARE = 0.8
 _AUTO_IDEAL_DP_LEAVES = 3 * _MIN_POLISH_SECONDS  # for CP-SAT, the polish and the bound ...
 _AUTO_IDEAL_DP_FLOOR = 0.5  # ... unless that leaves ideal-dp less than this share
 _STRUCTURAL_BOUND_SHARE = 0.1  # of the time limit (4 s without one) for the chain or two-tower bound
@@ -214,13 +219,22 @@ def _run_solver(instance: Instance, name: str, settings: Settings, auto: bool) -
         return fallback, get_solver(fallback).solve(instance, settings), (note,)
 
 
-def _ideal_dp_seconds(limit: float) -> float:
-    """ideal-dp's time under ``auto`` when the solver has ``limit`` seconds: most of it, as its
-    richer levels' bounds and placement passes are what closes the gaps there, but with the
-    seconds CP-SAT and the polish need after it kept under a short limit (a 5-s ``auto`` on a
-    32-layer decoder ended without the polish), and never less than half."""
-    share = min(_AUTO_IDEAL_DP_SHARE * limit, limit - _AUTO_IDEAL_DP_LEAVES)
-    return max(_AUTO_IDEAL_DP_FLOOR * limit, share)
+def _auto_shares(instance: Instance) -> tuple[float, float]:
+    """(ideal-dp's share of the solver's time, CP-SAT's share of what ideal-dp leaves) under
+    ``auto``: see :data:`_AUTO_IDEAL_DP_SHARE`."""
+    stages = min(instance.options.stages, len(instance.cluster.devices))
+    if len(instance.graph.ops) * stages <= _AUTO_CP_SAT_CELLS:
+        return _AUTO_SMALL_IDEAL_DP_SHARE, _AUTO_SMALL_CP_SAT_SHARE
+    return _AUTO_IDEAL_DP_SHARE, _AUTO_CP_SAT_SHARE
+
+
+def _ideal_dp_seconds(limit: float, share: float = _AUTO_IDEAL_DP_SHARE) -> float:
+    """ideal-dp's time under ``auto`` when the solver has ``limit`` seconds: its ``share``, but
+    with the seconds CP-SAT and the polish need after it kept under a short limit (a 5-s
+    ``auto`` on a 32-layer decoder ended without the polish), and never less than half of it
+    (or than the share, if smaller)."""
+    seconds = min(share * limit, limit - _AUTO_IDEAL_DP_LEAVES)
+    return max(min(_AUTO_IDEAL_DP_FLOOR, share) * limit, seconds)
 
 
 def _polish_with_cp_sat(
@@ -236,7 +250,9 @@ def _polish_with_cp_sat(
     if incumbent <= max(bound, first.lower_bound) * (1 + _OPTIMALITY_TOLERANCE):
         return "ideal-dp", first, ()
     try:
-        second = get_solver("cp-sat").solve(instance, replace(settings, time_limit=remaining))
+        second = get_solver("cp-sat").solve(
+            instance, replace(settings, time_limit=remaining, warm_start=first.placement)
+        )
     except Exception as error:  # the ideal-dp placement stands; a polish must not lose it
         return "ideal-dp", first, (f"auto: cp-sat polish failed ({type(error).__name__}: {error})",)
     lower = max(first.lower_bound, second.lower_bound if math.isfinite(second.lower_bound) else 0.0)
@@ -345,8 +361,9 @@ def _solve(
         )
     # ideal-dp's richer levels can take all the time; auto keeps some for CP-SAT and the polish
     first = settings
+    ideal_dp_share, cp_sat_share = _auto_shares(instance)
     if auto and name == "ideal-dp" and settings.time_limit is not None:
-        first = replace(settings, time_limit=_ideal_dp_seconds(settings.time_limit))
+        first = replace(settings, time_limit=_ideal_dp_seconds(settings.time_limit, ideal_dp_share))
     name, outcome, fallback_notes = _run_solver(instance, name, first, auto)
     # Before any polish, so that a bound meeting the incumbent ends ``auto`` at once.
     bound = max(bound, outcome.lower_bound)
@@ -359,7 +376,7 @@ def _solve(
     bound, bound_notes = _with_structural_bound(instance, outcome, bound, bound_budget)
     if auto and name == "ideal-dp":
         name, outcome, polish_notes = _polish_with_cp_sat(
-            instance, outcome, bound, settings, started, _AUTO_CP_SAT_SHARE
+            instance, outcome, bound, settings, started, cp_sat_share
         )
         fallback_notes = (*fallback_notes, *polish_notes)
     if auto and name != "anytime":  # the anytime search ends with the same polish

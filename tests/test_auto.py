@@ -5,7 +5,8 @@ from __future__ import annotations
 from conftest import LIGHT, TWO_HOSTS, random_dag_instance
 
 import partition
-from partition.api import _choose_solver, _ideal_dp_seconds
+from partition.api import _auto_shares, _choose_solver, _ideal_dp_seconds
+from partition.solvers.cp_sat import CpSat
 
 
 def test_auto_closes_the_gap_ideal_dp_leaves_with_cp_sat() -> None:
@@ -55,3 +56,30 @@ def test_ideal_dp_gets_most_of_a_minute_and_leaves_the_polish_seconds_under_a_sh
     assert _ideal_dp_seconds(54.0) == 0.8 * 54.0  # a minute's solver time: the share
     assert _ideal_dp_seconds(10.0) == 7.0  # three seconds kept for CP-SAT, the polish, the bound
     assert _ideal_dp_seconds(4.5) == 2.25  # never less than half
+    assert _ideal_dp_seconds(54.0, 0.4) == 0.4 * 54.0
+    assert _ideal_dp_seconds(4.5, 0.4) == 0.4 * 4.5  # nor less than a smaller share
+
+
+def test_cp_sat_gets_most_of_the_time_where_its_model_is_small() -> None:
+    # BERT at k = 8: 3 392 stage indices, where CP-SAT proves the optimum from ideal-dp's
+    # placement in seconds; at k = 16 ideal-dp's levels keep most of the time.
+    small = partition.load_instance("instances/v1/bert_legacy.hetero-h100-a100.k8.json.gz")
+    large = partition.load_instance("instances/v1/bert_legacy.2x8a100.k16.json.gz")
+    assert _auto_shares(small) == (0.4, 0.8)
+    assert _auto_shares(large) == (0.8, 0.4)
+
+
+def test_cp_sat_after_ideal_dp_starts_from_its_placement(monkeypatch) -> None:
+    instance = random_dag_instance(1, 9, hosts=TWO_HOSTS, stages=3, shared_outputs=True)
+    starts = []
+    solve = CpSat.solve
+
+    def recorded(self, instance, settings):
+        starts.append(settings.warm_start)
+        return solve(self, instance, settings)
+
+    monkeypatch.setattr(CpSat, "solve", recorded)
+    auto = partition.solve(instance, time_limit=30)
+    alone = partition.solve(instance, "ideal-dp")
+    assert starts and starts[0] == alone.placement
+    assert auto.status is partition.Status.OPTIMAL

@@ -7,13 +7,15 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import LIGHT
+from conftest import LIGHT, TWO_HOSTS, random_dag_instance
 from exhaustive import exhaustive_optimum
 from global_cases import larger_instance, medium_instance, packing_infeasible_instance, small_instances
 from hypothesis import given, settings
 
 import partition
 from partition.cli import main
+from partition.evaluator import evaluate
+from partition.solvers import Settings, get_solver
 from partition.solvers.lp_bound import lp_lower_bound
 
 
@@ -41,6 +43,21 @@ def test_a_short_time_limit_gives_a_feasible_placement_with_a_bound_and_a_gap() 
     assert 0 < result.lower_bound < result.bottleneck
     assert result.gap is not None and result.gap > 0
     assert result.wall_time < 10
+
+
+def test_a_warm_start_is_where_the_search_starts_and_never_worse_than_what_it_returns() -> None:
+    # No time to search: CP-SAT returns its start, the best of its heuristics and the warm start.
+    instance = random_dag_instance(0, 8, hosts=TWO_HOSTS, stages=3, shared_outputs=True)
+    optimum = partition.solve(instance, "brute-force")
+    cp_sat = get_solver("cp-sat")
+    assert cp_sat.capabilities.warm_start
+    cold = cp_sat.solve(instance, Settings(time_limit=0.0))
+    warm = cp_sat.solve(instance, Settings(time_limit=0.0, warm_start=optimum.placement))
+    assert evaluate(instance, cold.placement).bottleneck > 1.5 * optimum.bottleneck
+    assert warm.placement == optimum.placement
+    searched = cp_sat.solve(instance, Settings(time_limit=30.0, warm_start=optimum.placement))
+    assert searched.status is partition.Status.OPTIMAL
+    assert evaluate(instance, searched.placement).bottleneck == pytest.approx(optimum.bottleneck, rel=1e-9)
 
 
 def test_proven_infeasible_names_memory() -> None:

@@ -32,6 +32,7 @@ class Capabilities:
     heterogeneous: bool = True
     time_limit: bool = False
     max_ops: int | None = None  # beyond this the solver refuses the instance
+    warm_start: bool = False  # starts its search from Settings.warm_start when given one
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,9 @@ class Settings:
     seed: int = 0
     threads: int = 1
     progress: Callable[[str], None] | None = field(default=None, compare=False)
+    # A valid placement found before (by another solver): solvers with the ``warm_start``
+    # capability search from it and never return worse; the others ignore it.
+    warm_start: Placement | None = field(default=None, compare=False)
 
     def report(self, message: str) -> None:
         if self.progress is not None:

@@ -54,7 +54,7 @@ from ortools.sat.python import cp_model
 from ..aggregate_bound import aggregate_lower_bound
 from ..evaluator import evaluate
 from ..instance import Instance
-from ..placement import Placement, Status
+from ..placement import Evaluation, Placement, Status
 from ._stage_model import (
     MEMORY_TOLERANCE,
     OutOfTime,
@@ -328,18 +328,30 @@ def solver_parameters(solver: cp_model.CpSolver, settings: Settings, deadline: f
         solver.parameters.max_time_in_seconds = max(deadline - time.perf_counter(), 0.01)
 
 
+def _starts(instance: Instance, settings: Settings) -> list[tuple[str, Placement, Evaluation]]:
+    """The placements CP-SAT may start from: the heuristic incumbents and the warm start, if
+    valid. With a warm start at the optimum, the search has only the proof left (bert_legacy on
+    H100/A100 at k = 8: proven in 4.2 s from the polished placement, 5.8 s from the order DP's)."""
+    starts = incumbents(instance, settings)
+    if settings.warm_start is not None:
+        evaluation = evaluate(instance, settings.warm_start)
+        if evaluation.valid:
+            starts.append(("warm start", settings.warm_start, evaluation))
+    return starts
+
+
 class CpSat(Solver):
     name = "cp-sat"
-    capabilities = Capabilities(scope=Scope.GLOBAL, heterogeneous=True, time_limit=True)
+    capabilities = Capabilities(scope=Scope.GLOBAL, heterogeneous=True, time_limit=True, warm_start=True)
 
     def solve(self, instance: Instance, settings: Settings) -> Outcome:
         started = time.perf_counter()
         deadline = started + settings.time_limit if settings.time_limit is not None else math.inf
         data = stage_model_data(instance)
         lower_bound = max(lp_lower_bound(instance), aggregate_lower_bound(instance))
-        # The best of the order DP's split and the balanced-time and uniform baselines: a hint no
-        # worse than any baseline, and a tighter upper end for B.
-        best = min(incumbents(instance, settings), key=lambda found: found[2].bottleneck, default=None)
+        # The best of the warm start, the order DP's split and the balanced-time and uniform
+        # baselines: a hint no worse than any of them, and a tighter upper end for B.
+        best = min(_starts(instance, settings), key=lambda found: found[2].bottleneck, default=None)
         start = None if best is None else best[1]
         unit = model_unit(data, lower_bound)
         upper = int(_MAX_MODEL_VALUE)
@@ -385,7 +397,7 @@ class CpSat(Solver):
         if status == cp_model.MODEL_INVALID:
             raise AssertionError(f"cp-sat built an invalid model: {model.model.Validate()}")
         if start is not None:  # nothing better found in time: the warm start is still valid
-            notes.append("cp-sat: returning the warm start (best of order DP and baselines)")
+            notes.append(f"cp-sat: returning its start ({best[0]}), nothing better found")
             return Outcome(start, Status.FEASIBLE, lower_bound, tuple(notes))
         return Outcome(None, Status.NO_SOLUTION, lower_bound, tuple(notes))
 
