@@ -17,6 +17,11 @@ TWO_HOSTS = [  # two H100s on NVLink; an A100 beside another H100 on PCIe; Infin
     {"name": "h0", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"},
     {"name": "h1", "devices": {"A100-40GB": 1, "H100-SXM": 1}, "intra_link": "pcie4"},
 ]
+TYPED_HOSTS = [  # each type on a host of its own (the zoo's mixed clusters); InfiniBand between
+    {"name": "h0", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"},
+    {"name": "h1", "devices": {"A100-40GB": 1}, "intra_link": "pcie4"},
+    {"name": "h2", "devices": {"L4": 1}, "intra_link": "pcie4"},
+]
 
 
 def one_output_per_op(graph: partition.OpGraph) -> partition.OpGraph:
@@ -60,11 +65,11 @@ class RandomOps:
     def edge(self, u: str, v: str) -> None:
         self.dag.add_edge(u, v, bytes=float(self.rng.uniform(1e6, 3e8)))
 
-    def instance(self, name: str) -> partition.Instance:
-        """The DAG on ``TWO_HOSTS`` with 2-4 stages; odd seeds count a tensor once, even ones
+    def instance(self, name: str, hosts: list[dict] = TWO_HOSTS) -> partition.Instance:
+        """The DAG on ``hosts`` with 2-4 stages; odd seeds count a tensor once, even ones
         per destination; every third seed one output tensor per op, read by all its successors
         (an MoE layer's hidden state)."""
-        cluster = partition.parse_cluster({"name": "two", "hosts": TWO_HOSTS, "inter_host_link": "ib-hdr"})
+        cluster = partition.parse_cluster({"name": "hosts", "hosts": hosts, "inter_host_link": "ib-hdr"})
         graph = partition.graph_from_networkx(self.dag, f"{name}-{self.seed}")
         if self.seed % 3 == 0:
             graph = one_output_per_op(graph)
