@@ -111,11 +111,13 @@ from .chain_bound import (
     _Builder,
     _components,
     _count_layers,
+    _host_sides,
     _largest_segment,
     _links,
     _Positions,
     _positions,
     _Relaxation,
+    _type_hosts,
     _without_broadcasts,
     chain_lower_bound,
     dominators,
@@ -521,35 +523,6 @@ class _Hung:
         held = self.upper[ends] - np.maximum(self.lower[starts], self.floor)
         before = np.maximum(self.upper[starts] - self.floor, 0.0)
         return held < np.maximum(self.alone, self.whole - before)
-
-
-def _type_hosts(instance: Instance) -> tuple[np.ndarray, np.ndarray] | None:
-    """(host of each device type, devices of each host) when every type lives on one host and
-    there are several hosts, else ``None`` (device counts per type then do not tell hosts)."""
-    cluster = instance.cluster
-    hosts = [{d.host for d in cluster.devices if d.type == name} for name in cluster.type_names]
-    if len(cluster.hosts) < 2 or any(len(h) != 1 for h in hosts):
-        return None
-    size = np.bincount([d.host for d in cluster.devices], minlength=len(cluster.hosts))
-    return np.array([next(iter(h)) for h in hosts]), size
-
-
-def _host_sides(
-    vectors: np.ndarray, previous_of: list[np.ndarray], type_host: np.ndarray, host_size: np.ndarray
-) -> list[list[tuple[bool, bool]]]:
-    """Per type κ and count vector ``c``, for the stage of type κ that brings the counts to ``c``:
-    whether it is the first stage on its host but not the first stage (every stage before it is on
-    another host, so all it receives crosses hosts), and whether it fills its host (every stage
-    after it is on another host, so all it sends crosses hosts)."""
-    on_host = vectors @ (type_host[:, None] == np.arange(len(host_size))[None, :])  # vectors × hosts
-    sides = []
-    for kind, previous in enumerate(previous_of):
-        host = type_host[kind]
-        before = on_host[np.maximum(previous, 0)]
-        first = (before[:, host] == 0) & (vectors[np.maximum(previous, 0)].sum(axis=1) > 0)
-        fills = on_host[:, host] == host_size[host]
-        sides.append(list(zip(first.tolist(), fills.tolist(), strict=True)))
-    return sides
 
 
 def _across_hosts(instance: Instance) -> Instance:
