@@ -1303,6 +1303,7 @@ class _Relaxation:
         self.last = len(p.end) - 1
         self._nested: dict[tuple[float, int], np.ndarray] = {}  # the last probe's, per type
         self.sides: list[np.ndarray] | None = None  # per type and count vector: 2 · opens + fills
+        self.remote: tuple[float, float] | None = None  # the inter-host link (latency, s per byte)
         # (with overlap communication is dropped: the positions price none)
         priced = hosts and p.crossing is not None and not instance.options.overlap
         located = _type_hosts(instance) if priced else None
@@ -1459,7 +1460,7 @@ class _Relaxation:
                     for g in groups.values()
                 ]
                 for strong in (0, 1) if self.sides is None else (0, 1, 2):
-                    link = (None, self.pairs.link(k, n), getattr(self, "remote", None))[strong]
+                    link = (None, self.pairs.link(k, n), self.remote)[strong]
                     limits = np.minimum(threshold, self.cell_limits(bottleneck, k, end, link))
                     partial[k, n, strong] = []
                     for compute, previous in zip(computes, groups.values(), strict=True):

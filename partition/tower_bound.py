@@ -741,7 +741,9 @@ def tower_lower_bound(
     for resolution in _RESOLUTIONS:
         started = time.perf_counter()
         parts = [_tower(m, reference, resolution) for m in measured]
-        far = None if remote is None else [_tower(m, reference, resolution) for m in remote]
+        # the priced-across-hosts towers add three cost matrices per type: only while they stay small
+        small = max(part.last for part in parts) < _MAX_ROWS // 2
+        far = None if remote is None or not small else [_tower(m, reference, resolution) for m in remote]
         ceilings, floors = forward, backward
         # the staircase over the tower the hung chains hang on, else over the one with fewer rows
         flip = not hung_first if tensors else parts[0].last > parts[1].last
