@@ -71,13 +71,15 @@ the work its end's cut may hold less what its start's surely holds (T5 on 8 H100
 0.3714 → 0.3729 ms; on A100/L4/T4, 0.6901 → 0.7016). A later start then may cost more, so past
 the hung segment's boundary every point is extended, not only the undominated ones.
 
-**Hosts.** When every device type lives on one host (the zoo's mixed clusters), the counts of
-stages per type tell which hosts the stages so far use. A stage that is the first on its host,
-but not the first stage, receives every tensor from another host; one after which its host has
-no free device sends every tensor to another host. Such a stage's parts are priced from each
-tower's positions with every link the inter-host one (:func:`_across_hosts`): on its starts
-when it opens its host, on its ends when it fills it (T5 on four types at k = 8, two devices a
-host: 0.41138 → 0.42215 ms; CLIP there 0.51127 → 0.51921).
+**Hosts.** With the hosts grouped so that all the devices of each type lie in one group
+(:func:`~partition.chain_bound._type_hosts`; on the zoo's mixed clusters each type has a host
+of its own), the counts of stages per type tell which groups the stages so far use. A stage
+that is the first in its group, but not the first stage, receives every tensor from another
+host; one after which its group has no free device sends every tensor to another host. Such a
+stage's parts are priced from each tower's positions with every link the inter-host one
+(:func:`_across_hosts`): on its starts when it opens its group, on its ends when it fills it
+(T5 on four types at k = 8, two devices a host: 0.41138 → 0.42215 ms; CLIP there 0.51127 →
+0.51921).
 
 **Feasibility of a bottleneck ``T``.** The points ``(a, G_c[a])`` cover every pair ``(a*, b*)``
 that a placement's first stages, ``c_τ`` of each type, may reach: some point has ``a ≥ a*``
@@ -553,8 +555,8 @@ class _Product:
     precedences (row of ``first`` lacking, row of ``second`` holding) from ``first`` to
     ``second``, ``floors`` those (row of ``second`` lacking, row of ``first`` holding) back;
     ``hung``, what the hung chains on ``first`` cost ``second`` (``None``: none); ``remote``,
-    the two towers priced across hosts, for the stages that open or fill a host (``None``, or
-    types sharing hosts: none)."""
+    the two towers priced across hosts, for the stages that open or fill a group of hosts
+    (``None``, or a single group: none)."""
 
     def __init__(
         self,

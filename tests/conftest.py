@@ -17,6 +17,11 @@ TWO_HOSTS = [  # two H100s on NVLink; an A100 beside another H100 on PCIe; Infin
     {"name": "h0", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"},
     {"name": "h1", "devices": {"A100-40GB": 1, "H100-SXM": 1}, "intra_link": "pcie4"},
 ]
+SPANNING_HOSTS = [  # H100s on two hosts of their own, A100s on a third: two groups of hosts
+    {"name": "h0", "devices": {"H100-SXM": 1}, "intra_link": "nvlink4"},
+    {"name": "h1", "devices": {"H100-SXM": 1}, "intra_link": "nvlink4"},
+    {"name": "h2", "devices": {"A100-40GB": 2}, "intra_link": "pcie4"},
+]
 TYPED_HOSTS = [  # each type on a host of its own (the zoo's mixed clusters); InfiniBand between
     {"name": "h0", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"},
     {"name": "h1", "devices": {"A100-40GB": 1}, "intra_link": "pcie4"},

@@ -595,3 +595,14 @@ def test_stages_that_open_or_fill_a_host_pay_across_hosts(monkeypatch) -> None:
     assert 0.444e-3 < chain_lower_bound(instance, optimum) <= optimum
     monkeypatch.setattr(chain_bound, "_type_hosts", lambda instance: None)
     assert chain_lower_bound(instance, optimum) < 0.431e-3
+
+
+def test_hosts_are_grouped_so_that_each_type_lies_in_one_group() -> None:
+    # The 110k-op MoE's cluster: MI300X, H100 and A100 each on hosts of their own.
+    moe = partition.build_instance(
+        synthetic.decoder_graph(layers=1), synthetic.hetero_cluster(), partition.Options(stages=4)
+    )
+    groups, sizes = chain_bound._type_hosts(moe)
+    assert sorted(sizes.tolist()) == [16, 24, 24] and len(set(groups.tolist())) == 3
+    two = partition.load_instance("instances/v1/bert_base.2x8a100.k16.json.gz")
+    assert chain_bound._type_hosts(two) is None  # one type on both hosts: one group

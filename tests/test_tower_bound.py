@@ -5,7 +5,7 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 import pytest
-from conftest import TWO_HOSTS, TYPED_HOSTS, RandomOps
+from conftest import SPANNING_HOSTS, TWO_HOSTS, TYPED_HOSTS, RandomOps
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -94,11 +94,11 @@ def _hung_towers(seed: int, hosts: list[dict] = TWO_HOSTS) -> partition.Instance
     st.integers(0, 100_000),
     st.sampled_from([(1,), (3,), tower_bound._RESOLUTIONS]),
     st.sampled_from([_two_towers, _hung_towers]),
-    st.sampled_from([TWO_HOSTS, TYPED_HOSTS]),
+    st.sampled_from([TWO_HOSTS, TYPED_HOSTS, SPANNING_HOSTS]),
 )
 def test_never_above_the_optimum_on_two_towers(seed, resolutions, generate, hosts) -> None:
-    # TYPED_HOSTS: each type on a host of its own, so stages that open or fill a host pay their
-    # receipts or sends across hosts
+    # TYPED_HOSTS, SPANNING_HOSTS: the types' hosts form groups, so stages that open or fill a
+    # group pay their receipts or sends across hosts
     instance = generate(seed, hosts)
     exact = partition.solve(instance, "brute-force")
     if exact.placement is None:
