@@ -1308,7 +1308,7 @@ class _Relaxation:
         self.remote: tuple[float, float] | None = None  # the inter-host link (latency, s per byte)
         # (with overlap communication is dropped: the positions price none)
         priced = hosts and p.crossing is not None and not instance.options.overlap
-        located = _type_hosts(instance) if priced else None
+        located = _host_groups(instance) if priced else None
         if located is not None:
             inter = instance.cluster.inter_host_link
             self.remote = (inter.latency, 1.0 / inter.bandwidth)
@@ -1603,7 +1603,7 @@ class _Relaxation:
                     furthest[rows, k, last, n, following] = best
 
 
-def _type_hosts(instance: Instance) -> tuple[np.ndarray, np.ndarray] | None:
+def _host_groups(instance: Instance) -> tuple[np.ndarray, np.ndarray] | None:
     """(group of each device type, devices of each group), the groups being the fewest sets of
     hosts that hold all the devices of their types (a type on one host: that host; MI300X on
     three hosts of MI300X only: those three), when there are several, else ``None``. A stage
@@ -1630,7 +1630,7 @@ def _host_sides(
     vectors: np.ndarray, previous_of: list[np.ndarray], type_group: np.ndarray, group_size: np.ndarray
 ) -> list[list[tuple[bool, bool]]]:
     """Per type κ and count vector ``c``, for the stage of type κ that brings the counts to ``c``:
-    whether it is the first stage in its group of hosts (:func:`_type_hosts`) but not the first
+    whether it is the first stage in its group of hosts (:func:`_host_groups`) but not the first
     stage (every stage before it is on another host, so all it receives crosses hosts), and
     whether it fills its group (every stage after it is on another host, so all it sends crosses
     hosts)."""

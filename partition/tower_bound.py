@@ -72,7 +72,7 @@ the work its end's cut may hold less what its start's surely holds (T5 on 8 H100
 the hung segment's boundary every point is extended, not only the undominated ones.
 
 **Hosts.** With the hosts grouped so that all the devices of each type lie in one group
-(:func:`~partition.chain_bound._type_hosts`; on the zoo's mixed clusters each type has a host
+(:func:`~partition.chain_bound._host_groups`; on the zoo's mixed clusters each type has a host
 of its own), the counts of stages per type tell which groups the stages so far use. A stage
 that is the first in its group, but not the first stage, receives every tensor from another
 host; one after which its group has no free device sends every tensor to another host. Such a
@@ -113,13 +113,13 @@ from .chain_bound import (
     _Builder,
     _components,
     _count_layers,
+    _host_groups,
     _host_sides,
     _largest_segment,
     _links,
     _Positions,
     _positions,
     _Relaxation,
-    _type_hosts,
     _without_broadcasts,
     chain_lower_bound,
     dominators,
@@ -467,6 +467,8 @@ def _receipts(y: _Measured, tensors: list[tuple[float, list[str]]]) -> tuple[np.
     rows = len(y.positions.end)
     latency, bandwidth = _links(y.instance)
     ends, starts = np.zeros((rows + 1, len(latency))), np.zeros((rows + 1, len(latency)))
+    if y.instance.options.overlap:  # communication overlaps compute: the bound drops it
+        return ends[:-1], starts[:-1]
     for size, everyone in tensors:
         readers = [w for w in everyone if w in y.instance.graph.index]
         if not readers:
@@ -575,7 +577,7 @@ class _Product:
         # (receives from other hosts, sends to other hosts) -> the towers priced so
         self.towers = {(False, False): (first, second)}
         self.sides = None
-        hosts = _type_hosts(instance)
+        hosts = _host_groups(instance)
         if remote is not None and hosts is not None:
             for sides in ((True, False), (False, True), (True, True)):
                 self.towers[sides] = (_mixed(first, remote[0], *sides), _mixed(second, remote[1], *sides))
@@ -732,7 +734,7 @@ def tower_lower_bound(
     reference = int(instance.costs.finite_times().sum(axis=0).argmin())
     measured = [_measured(tower, reference) for tower in (found.first, found.second)]
     remote = None
-    if _type_hosts(instance) is not None:
+    if _host_groups(instance) is not None:
         remote = [_measured(_across_hosts(tower), reference) for tower in (found.first, found.second)]
     if deadline is not None and time.perf_counter() > deadline:
         return floor

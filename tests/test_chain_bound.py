@@ -593,7 +593,7 @@ def test_stages_that_open_or_fill_a_host_pay_across_hosts(monkeypatch) -> None:
     instance = partition.load_instance("instances/v1/mixtral_moe.hetero-h200-h100-a100-v100.k8.json.gz")
     optimum = 0.46006e-3
     assert 0.444e-3 < chain_lower_bound(instance, optimum) <= optimum
-    monkeypatch.setattr(chain_bound, "_type_hosts", lambda instance: None)
+    monkeypatch.setattr(chain_bound, "_host_groups", lambda instance: None)
     assert chain_lower_bound(instance, optimum) < 0.431e-3
 
 
@@ -602,7 +602,7 @@ def test_hosts_are_grouped_so_that_each_type_lies_in_one_group() -> None:
     moe = partition.build_instance(
         synthetic.decoder_graph(layers=1), synthetic.hetero_cluster(), partition.Options(stages=4)
     )
-    groups, sizes = chain_bound._type_hosts(moe)
+    groups, sizes = chain_bound._host_groups(moe)
     assert sorted(sizes.tolist()) == [16, 24, 24] and len(set(groups.tolist())) == 3
     two = partition.load_instance("instances/v1/bert_base.2x8a100.k16.json.gz")
-    assert chain_bound._type_hosts(two) is None  # one type on both hosts: one group
+    assert chain_bound._host_groups(two) is None  # one type on both hosts: one group
