@@ -1316,10 +1316,7 @@ class _Relaxation:
             self.remote_full_end = np.minimum.accumulate((p.end + self.across[:, None])[::-1], axis=0)[::-1]
             self.remote_full_start = p.start - self.across[:, None]
             vectors, previous_of, _ = _count_layers(self.counts, self.stages)
-            self.sides = [
-                np.array([2 * opens + fills for opens, fills in column])
-                for column in _host_sides(vectors, previous_of, *located)
-            ]
+            self.sides = _host_sides(vectors, previous_of, *located)
         known = p.handed is not None and bool((p.handed > 0).any())
         self.pairs = pairs if known else None
         if self.pairs is not None:
@@ -1628,8 +1625,9 @@ def _host_groups(instance: Instance) -> tuple[np.ndarray, np.ndarray] | None:
 
 def _host_sides(
     vectors: np.ndarray, previous_of: list[np.ndarray], type_group: np.ndarray, group_size: np.ndarray
-) -> list[list[tuple[bool, bool]]]:
-    """Per type κ and count vector ``c``, for the stage of type κ that brings the counts to ``c``:
+) -> list[np.ndarray]:
+    """Per type κ and count vector ``c``, for the stage of type κ that brings the counts to ``c``,
+    the code ``2 · opens + fills``:
     whether it is the first stage in its group of hosts (:func:`_host_groups`) but not the first
     stage (every stage before it is on another host, so all it receives crosses hosts), and
     whether it fills its group (every stage after it is on another host, so all it sends crosses
@@ -1641,7 +1639,7 @@ def _host_sides(
         before = in_group[np.maximum(previous, 0)]
         first = (before[:, group] == 0) & (vectors[np.maximum(previous, 0)].sum(axis=1) > 0)
         fills = in_group[:, group] == group_size[group]
-        sides.append(list(zip(first.tolist(), fills.tolist(), strict=True)))
+        sides.append(2 * first.astype(np.int64) + fills)
     return sides
 
 

@@ -537,11 +537,11 @@ def _across_hosts(instance: Instance) -> Instance:
     return replace(instance, cluster=replace(cluster, hosts=hosts))
 
 
-def _mixed(local: _Tower, remote: _Tower, receiving: bool, sending: bool) -> _Tower:
-    """``local`` with the starts (what a part receives) and/or the ends (what it sends) of
-    ``remote``, the same tower priced across hosts (same rows and groups)."""
-    starts = remote if receiving else local
-    ends = remote if sending else local
+def _mixed(local: _Tower, remote: _Tower, sides: int) -> _Tower:
+    """``local`` with the starts (what a part receives; ``sides & 2``) and/or the ends (what it
+    sends; ``sides & 1``) of ``remote``, the same tower priced across hosts (same rows, groups)."""
+    starts = remote if sides & 2 else local
+    ends = remote if sides & 1 else local
     return replace(
         local,
         full_start=starts.full_start,
@@ -574,13 +574,13 @@ class _Product:
         stages = min(instance.options.stages, len(instance.cluster.devices))
         counts = tuple(min(c, stages) for c in instance.cluster.type_counts)
         self.vectors, self.previous_of, self.layers = _count_layers(counts, stages)
-        # (receives from other hosts, sends to other hosts) -> the towers priced so
-        self.towers = {(False, False): (first, second)}
+        # 2 · receives from other hosts + sends to them (chain_bound._host_sides) -> the towers
+        self.towers = {0: (first, second)}
         self.sides = None
         hosts = _host_groups(instance)
         if remote is not None and hosts is not None:
-            for sides in ((True, False), (False, True), (True, True)):
-                self.towers[sides] = (_mixed(first, remote[0], *sides), _mixed(second, remote[1], *sides))
+            for sides in (1, 2, 3):
+                self.towers[sides] = (_mixed(first, remote[0], sides), _mixed(second, remote[1], sides))
             self.sides = _host_sides(self.vectors, self.previous_of, *hosts)
         self.costs = {
             (kind, sides): towers[0].costs(kind)
@@ -626,10 +626,10 @@ class _Product:
         return np.concatenate([corners, top + np.flatnonzero(points[top:] >= 0)])
 
     def _extend(
-        self, kind: int, points: np.ndarray, bottleneck: float, best: np.ndarray, sides=(False, False)
+        self, kind: int, points: np.ndarray, bottleneck: float, best: np.ndarray, sides: int = 0
     ) -> None:
-        """Raise ``best`` to what a stage of type ``kind`` reaches from ``points`` (``sides``: it
-        receives from, and sends to, other hosts only)."""
+        """Raise ``best`` to what a stage of type ``kind`` reaches from ``points`` (``sides``:
+        ``2 · opens + fills`` of its group of hosts, so it receives and/or sends across hosts)."""
         starts = self._starts(points)
         if not len(starts):
             return
@@ -654,7 +654,7 @@ class _Product:
                 best = furthest[row]
                 for kind, previous in enumerate(self.previous_of):
                     if previous[row] >= 0:
-                        sides = (False, False) if self.sides is None else self.sides[kind][row]
+                        sides = 0 if self.sides is None else int(self.sides[kind][row])
                         self._extend(kind, furthest[previous[row]], bottleneck, best, sides)
                 furthest[row] = self._excluded(best)
             if (furthest[layer, first.last] >= second.last).any():
