@@ -121,6 +121,14 @@ def test_finds_the_towers_of_two_chains_and_not_of_one() -> None:
     assert tower_lower_bound(instance, 1.0, floor=0.25) == 0.25
 
 
+@pytest.fixture
+def without_group_changes(monkeypatch) -> None:
+    """The bound without its last pass (group changes, ~20 s each on the zoo's models), for
+    tests about the rest."""
+    monkeypatch.setattr(tower_bound._Product, "prices_changes", property(lambda self: False))
+
+
+@pytest.mark.usefixtures("without_group_changes")
 def test_clip_towers_drop_the_argmax_path_and_lift_the_bound() -> None:
     # CLIP ViT-B/32 on 2 A100 + 2 L4 and 4 T4 (two hosts), k = 4: the chain has nothing
     # (one segment holds all but the final similarity); the towers' product nearly closes
@@ -140,6 +148,7 @@ def test_clip_towers_drop_the_argmax_path_and_lift_the_bound() -> None:
     assert value == pytest.approx(bound, rel=1e-3) and name == "two-tower relaxation"
 
 
+@pytest.mark.usefixtures("without_group_changes")
 def test_t5_hangs_the_cross_attention_projections_on_the_encoder() -> None:
     # T5-small: each decoder layer's cross-attention key and value projections read only the
     # encoder's output; hung on it, the encoder and the decoder are two towers, and the
@@ -182,6 +191,7 @@ def test_parts_inside_a_segment_pay_what_they_certainly_exchange(monkeypatch) ->
     assert tower_lower_bound(instance, best) * 1.004 < lifted <= best
 
 
+@pytest.mark.usefixtures("without_group_changes")
 def test_t5_towers_keep_the_residual_streams_third_reader(monkeypatch) -> None:
     # T5's residual stream is read by its norm's pow and scaling and by the next residual add;
     # the broadcast relaxation kept the pow only, so a cut after the norm's rsqrt was nearly
@@ -232,6 +242,7 @@ def test_t5_stages_computing_the_hung_projections_receive_a_tensor() -> None:
     assert 0.4905e-3 < tower_lower_bound(instance, best) <= best
 
 
+@pytest.mark.usefixtures("without_group_changes")
 def test_stages_that_open_or_fill_a_host_pay_across_hosts(monkeypatch) -> None:
     # T5 on four types at k = 8, each type on a host of two devices: the stage after which a
     # host is full sends everything to another host, the first one on a host receives from one.
@@ -240,6 +251,24 @@ def test_stages_that_open_or_fill_a_host_pay_across_hosts(monkeypatch) -> None:
     assert tower_lower_bound(instance, upper) > 0.422e-3
     monkeypatch.setattr(tower_bound, "_host_groups", lambda instance: None)
     assert tower_lower_bound(instance, upper) < 0.4115e-3
+
+
+def test_stages_beside_a_change_of_host_group_pay_across_hosts(monkeypatch) -> None:
+    # A stage whose part in a tower is full made every crossing tensor of that tower at its end,
+    # so the next stage, on another host, receives across hosts what it reads of them; and when
+    # the next stage's part is full it reads them all, so the stage sends them across. Two
+    # towers at k = 4 on a type per host (seed 22): the bound nearly doubles, still below the
+    # optimum; T5 on H100/A100 at k = 8 rises by 0.4%.
+    instance = _two_towers(22, TYPED_HOSTS)
+    optimum = partition.solve(instance, "brute-force").bottleneck
+    t5 = load_instance("instances/v1/t5_small.hetero-h100-a100.k8.json.gz")
+    t5_upper = 0.432e-3  # anytime's placement at 60 s (bench/scoreboard.md)
+    across = tower_lower_bound(instance, optimum)
+    assert across <= optimum * (1 + 1e-9)
+    assert tower_lower_bound(t5, t5_upper) > 0.4085e-3
+    monkeypatch.setattr(tower_bound._Product, "prices_changes", property(lambda self: False))
+    assert tower_lower_bound(instance, optimum) < 0.6 * across
+    assert tower_lower_bound(t5, t5_upper) < 0.4071e-3
 
 
 def test_with_overlap_the_hung_tensors_are_not_added_to_compute() -> None:
