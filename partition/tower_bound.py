@@ -158,6 +158,7 @@ _RESOLUTIONS = (200, 400, 800)  # groups of positions per tower, refined while t
 _MAX_ROWS = 3_000  # grouped rows of the smaller tower (its cost matrices are rows² per type)
 _ACROSS_PASSES = 4  # time left, in passes of the last resolution, for the bisection with group changes
 _ACROSS_STEP = 0.0025  # its first probe this far above the plain bound (relative), then twice as far …
+_ACROSS_STATES = 20_000_000  # its table's entries at most (count vectors × keys × rows; 160 MB)
 _MAX_OPS = 20_000  # larger graphs are left to the chain bound (finding towers is quadratic at worst)
 
 
@@ -603,7 +604,8 @@ class _Product:
         # 2 · receives from other hosts + sends to them (chain_bound._host_sides) -> the towers
         self.towers = {0: (first, second)}
         self.sides = None
-        self.type_group: np.ndarray | None = None  # with the towers priced across hosts
+        self.type_group: np.ndarray | None = None  # with the towers priced across hosts ...
+        self.free: np.ndarray | None = None  # ... count vectors × groups: a device left there
         hosts = _host_groups(instance)
         if remote is not None and hosts is not None:
             for sides in (1, 2, 3):
@@ -611,7 +613,7 @@ class _Product:
             self.sides = _host_sides(self.vectors, self.previous_of, *hosts)
             self.type_group = hosts[0]
             in_group = self.vectors @ (hosts[0][:, None] == np.arange(len(hosts[1]))[None, :])
-            self.free = hosts[1][None, :] - in_group > 0  # count vectors × groups: a device left
+            self.free = hosts[1][None, :] - in_group > 0
         self.costs = {
             (kind, sides): towers[0].costs(kind)
             for kind in range(len(counts))
@@ -693,9 +695,12 @@ class _Product:
 
     @property
     def prices_changes(self) -> bool:
-        """Whether :meth:`feasible_across` applies: the towers are priced across hosts and
-        there are several groups of hosts."""
-        return self.type_group is not None
+        """Whether :meth:`feasible_across` applies: the towers are priced across hosts, there
+        are several groups of hosts, and its table stays within :data:`_ACROSS_STATES`."""
+        if self.type_group is None:
+            return False
+        groups = int(self.type_group.max()) + 1
+        return len(self.vectors) * groups * _KEYS * (self.first.last + 1) <= _ACROSS_STATES
 
     def feasible_across(self, bottleneck: float) -> bool:
         """:meth:`feasible` with the group changes of the module docstring. ``furthest[c,
@@ -704,7 +709,7 @@ class _Product:
         group ``h`` extends the states of its group committed to the same group, and those of
         the other groups committed to a next stage in another group with parts of its
         fullness (the same for every such group, so their points are merged first)."""
-        assert self.type_group is not None
+        assert self.type_group is not None and self.free is not None
         first, second = self.first, self.second
         groups = int(self.type_group.max()) + 1
         furthest = np.full((len(self.vectors), groups * _KEYS, first.last + 1), -1, dtype=np.int64)
