@@ -669,13 +669,32 @@ class _Product:
         # only the parts of the first tower that fit (a fifth of the pairs on CLIP) are searched
         fits, ends = np.nonzero(budget >= 0)
         origin, left = points[starts][fits], budget[fits, ends]
-        found = self.towers[sides][1].reach(kind, origin, left)
-        if self.hung is not None:
-            charged = self.hung.charged(starts[fits], ends)
-            found[charged] = self.hung.tower.reach(kind, origin[charged], left[charged])
+        found = self._second_reach(kind, sides, starts[fits], ends, origin, left)
         reached = np.full(budget.shape, -1, dtype=np.int64)
         reached[fits, ends] = found
         np.maximum(best, reached.max(axis=0), out=best)
+
+    def _second_reach(
+        self,
+        kind: int,
+        priced: int,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        origin: np.ndarray,
+        left: np.ndarray,
+    ) -> np.ndarray:
+        """The furthest row of the second tower that a stage of type ``kind`` reaches from row
+        ``origin`` within ``left`` seconds, its first tower's part going from row ``starts`` to
+        row ``ends`` (elementwise), the second part priced as ``priced`` says (``2 · across on
+        its start + across on its end``). Where the first part holds too little of the hung
+        segment to make a hung tensor, the second part's price with the hung tensors' receipts
+        (local links) is a second valid price: the larger of the two is used."""
+        found = self.towers[priced][1].reach(kind, origin, left)
+        if self.hung is not None:
+            charged = self.hung.charged(starts, ends)
+            hung = self.hung.tower.reach(kind, origin[charged], left[charged])
+            found[charged] = np.minimum(found[charged], hung)
+        return found
 
     def feasible(self, bottleneck: float) -> bool:
         first, second = self.first, self.second
@@ -783,13 +802,9 @@ class _Product:
                 continue
             origin, left = origins[fits], budget[fits, ends]
             ceiling, need_b = self.second.threshold[origin], needs[fits, 1]
-            charged = None if self.hung is None else self.hung.charged(starts[fits], ends)
-            if charged is not None:  # the receipts are a second valid price of the part
-                hung = self.hung.tower.reach(kind, origin[charged], left[charged])
             for ends_b in (0, 1) if other else (0,):
-                found = self.towers[sides | 2 * received[1] | ends_b][1].reach(kind, origin, left)
-                if charged is not None:
-                    found[charged] = np.minimum(found[charged], hung)
+                priced_b = sides | 2 * received[1] | ends_b
+                found = self._second_reach(kind, priced_b, starts[fits], ends, origin, left)
                 partial = np.minimum(found, ceiling)
                 for full_b, reached in enumerate((partial, np.where(found > ceiling, found, -1))):
                     reached = np.where((need_b < 0) | (need_b == full_b), reached, -1)

@@ -22,6 +22,10 @@ SPANNING_HOSTS = [  # H100s on two hosts of their own, A100s on a third: two gro
     {"name": "h1", "devices": {"H100-SXM": 1}, "intra_link": "nvlink4"},
     {"name": "h2", "devices": {"A100-40GB": 2}, "intra_link": "pcie4"},
 ]
+PAIRED_HOSTS = [  # two H100s and two A100s, each pair on a host of its own: stages may change host
+    {"name": "h0", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"},  # without opening or
+    {"name": "h1", "devices": {"A100-40GB": 2}, "intra_link": "nvlink3"},  # filling one
+]
 TYPED_HOSTS = [  # each type on a host of its own (the zoo's mixed clusters); InfiniBand between
     {"name": "h0", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"},
     {"name": "h1", "devices": {"A100-40GB": 1}, "intra_link": "pcie4"},
