@@ -1632,7 +1632,7 @@ def _host_sides(
     stage (every stage before it is on another host, so all it receives crosses hosts), and
     whether it fills its group (every stage after it is on another host, so all it sends crosses
     hosts)."""
-    in_group = vectors @ (type_group[:, None] == np.arange(len(group_size))[None, :])  # vectors × groups
+    in_group = _in_groups(vectors, type_group, len(group_size))
     sides = []
     for kind, previous in enumerate(previous_of):
         group = type_group[kind]
@@ -1641,6 +1641,11 @@ def _host_sides(
         fills = in_group[:, group] == group_size[group]
         sides.append(2 * first.astype(np.int64) + fills)
     return sides
+
+
+def _in_groups(vectors: np.ndarray, type_group: np.ndarray, groups: int) -> np.ndarray:
+    """Per count vector (rows) and group of hosts (columns), the stages it counts in the group."""
+    return vectors @ (type_group[:, None] == np.arange(groups)[None, :])
 
 
 def _count_layers(
