@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pulp
 from conftest import LIGHT
 from global_cases import larger_instance, packing_infeasible_instance
 
@@ -37,3 +38,22 @@ def test_cli_on_a_real_model_with_a_time_limit(tmp_path: Path, capsys) -> None:
     assert document["status"] in ("optimal", "feasible")
     assert 0 < document["lower_bound_s"] <= document["bottleneck_s"] * (1 + 1e-9)
     capsys.readouterr()
+
+
+def test_a_cbc_that_fails_on_its_own_gives_the_warm_start(tmp_path: Path, monkeypatch) -> None:
+    # CBC once exited with an error under a loaded `make bench` (not reproducible): the job must
+    # still return a valid placement, and say what happened.
+    failing = tmp_path / "cbc"
+    failing.write_text("#!/bin/sh\nexit 3\n")
+    failing.chmod(0o700)
+
+    class FailingCbc(pulp.PULP_CBC_CMD):
+        def __init__(self, *arguments, **keywords) -> None:
+            super().__init__(*arguments, **keywords)
+            self.path = str(failing)
+
+    monkeypatch.setattr(pulp, "PULP_CBC_CMD", FailingCbc)
+    result = partition.solve(larger_instance(), "milp", time_limit=20, threads=1)
+    assert result.status is partition.Status.FEASIBLE
+    assert result.evaluation is not None and result.evaluation.valid
+    assert any("CBC exited with status 3" in note and "warm start" in note for note in result.notes)

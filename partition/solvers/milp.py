@@ -45,6 +45,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
 
 import numpy as np
@@ -75,11 +76,14 @@ _CBC_BOUND = re.compile(r"best possible (-?[0-9.]+(?:[eE][-+]?[0-9]+)?)")
 # watchdog, which kills it at the caller's deadline (argv: deadline as epoch seconds, a file it
 # creates when it kills CBC, command).
 _WATCHDOG = """import pathlib, subprocess, sys, time
+folder = pathlib.Path(sys.argv[2])
 try:
-    sys.exit(subprocess.run(sys.argv[3:], timeout=max(float(sys.argv[1]) - time.time(), 0)).returncode)
+    code = subprocess.run(sys.argv[3:], timeout=max(float(sys.argv[1]) - time.time(), 0)).returncode
 except subprocess.TimeoutExpired:
-    pathlib.Path(sys.argv[2]).touch()
+    (folder / "killed").touch()
     sys.exit(124)
+(folder / "exit-status").write_text(str(code))
+sys.exit(code)
 """
 _CBC_SHARE = 0.8  # CBC's own limit, of the time left when it starts: it stops cleanly if it can
 _FINISH_SECONDS = 0.15  # kept back from the deadline for pulp to return after the kill, and us with it
@@ -268,11 +272,21 @@ class _Model:
         return data.decode(stage_of, chosen)
 
 
+class _CbcEnd(Enum):
+    """How a CBC run ended: with a solution file read by pulp, killed by the watchdog at the
+    deadline, or failed on its own (a non-zero exit; seen once under a loaded ``make bench``)."""
+
+    FINISHED = "finished"
+    KILLED = "killed"
+    FAILED = "failed"
+
+
 def _solve_with_cbc(
     problem: pulp.LpProblem, settings: Settings, deadline: float, folder: Path, warm: bool
-) -> bool:
+) -> tuple[_CbcEnd, str]:
     """Run CBC until ``deadline`` (``perf_counter`` time; ``inf``: no limit); its log goes to
-    ``folder/cbc.log``. False when the watchdog had to kill it (no solution was read)."""
+    ``folder/cbc.log``. Returns how it ended and, when it failed, why (its exit status when the
+    watchdog saw it); pulp has read a solution only when it finished."""
     left = deadline - time.perf_counter()
     command = pulp.PULP_CBC_CMD(
         msg=False,
@@ -289,17 +303,20 @@ def _solve_with_cbc(
         stop = time.time() + left - _FINISH_SECONDS
         wrapper.write_text(
             f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c {shlex.quote(_WATCHDOG)} {stop!r}"
-            f' {shlex.quote(str(folder / "killed"))} {shlex.quote(command.path)} "$@"\n'
+            f' {shlex.quote(str(folder))} {shlex.quote(command.path)} "$@"\n'
         )
         wrapper.chmod(0o700)
         command.path = str(wrapper)
     try:
         problem.solve(command)
-    except pulp.PulpSolverError:
-        if not (folder / "killed").exists():
-            raise  # CBC failed on its own (the watchdog leaves this file when it kills CBC)
-        return False
-    return True
+    except pulp.PulpSolverError as error:
+        if (folder / "killed").exists():  # the watchdog leaves this file when it kills CBC
+            return _CbcEnd.KILLED, ""
+        status = folder / "exit-status"
+        return _CbcEnd.FAILED, (
+            f"CBC exited with status {status.read_text()}" if status.exists() else f"CBC failed ({error})"
+        )
+    return _CbcEnd.FINISHED, ""
 
 
 @contextmanager
@@ -346,11 +363,16 @@ class Milp(Solver):
             f" LP bound {lower_bound:.6g} s"
         )
         with tempfile.TemporaryDirectory() as folder, _pulp_2_api():
-            finished = _solve_with_cbc(problem, settings, deadline, Path(folder), start is not None)
+            end, failure = _solve_with_cbc(problem, settings, deadline, Path(folder), start is not None)
             log = Path(folder) / "cbc.log"
             text = log.read_text(errors="replace") if log.exists() else ""
-        if not finished:
+        if end is _CbcEnd.KILLED:
             return out_of_time("milp", start, lower_bound, "before CBC reported (stopped by the watchdog)")
+        if end is _CbcEnd.FAILED:  # no solution and no bound from CBC; the start is still valid
+            if start is None:
+                return Outcome(None, Status.NO_SOLUTION, lower_bound, (f"milp: {failure}",))
+            note = f"milp: {failure}; returning the warm start"
+            return Outcome(start, Status.FEASIBLE, lower_bound, (note,))
         solution = pulp.LpSolution[problem.sol_status]
         notes = [f"milp (CBC): {solution}"]
         if problem.sol_status == pulp.LpSolutionOptimal:  # optimal within the gap tolerance
