@@ -7,7 +7,15 @@ from dataclasses import replace
 import networkx as nx
 import numpy as np
 import pytest
-from conftest import LIGHT, TWO_HOSTS, random_dag_instance
+from conftest import (
+    LIGHT,
+    PAIRED_HOSTS,
+    SPANNING_HOSTS,
+    TWO_HOSTS,
+    TYPED_HOSTS,
+    one_output_per_op,
+    random_dag_instance,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -136,6 +144,60 @@ def test_exact_on_chains_across_hosts(seed: int, n: int, k: int, mode: str) -> N
     assert dp.lower_bound == pytest.approx(exact.bottleneck, rel=RELATIVE)
 
 
+def _masked_chain(
+    seed: int, n: int, k: int, hosts: list[dict], mask_bytes: float, exact: bool
+) -> partition.Instance:
+    """A chain of layers that each read one mask made before them (BERT's attention mask)."""
+    rng = np.random.default_rng(seed)
+    dag = nx.DiGraph()
+    dag.add_node("mask", flops=1e8)
+    for v in range(n):
+        dag.add_node(f"layer{v}", flops=float(rng.uniform(1e9, 5e9)), bytes_read=1e7, param_bytes=1e8)
+        if v:
+            dag.add_edge(f"layer{v - 1}", f"layer{v}", bytes=float(rng.uniform(1e6, 5e7)))
+        if v == 0 or rng.random() < 0.8:
+            dag.add_edge("mask", f"layer{v}", bytes=mask_bytes)
+    cluster = partition.parse_cluster({"name": "masked", "hosts": hosts, "inter_host_link": "ib-hdr"})
+    graph = one_output_per_op(partition.graph_from_networkx(dag, "masked"))
+    return partition.make_instance(graph, cluster, k, exact_stages=exact)
+
+
+def test_counting_the_stages_a_mask_goes_to() -> None:
+    # With exact stages every later stage holds a layer, so the mask goes to each of them; the
+    # fewest stages that could hold its readers under the cap (one here) priced half of it.
+    instance = _masked_chain(2, 6, 4, PAIRED_HOSTS, 1e9, exact=True)
+    exact = partition.solve(instance, "brute-force")
+    dp = partition.solve(instance, "ideal-dp")
+    assert dp.status is partition.Status.OPTIMAL
+    assert dp.lower_bound == pytest.approx(exact.bottleneck, rel=RELATIVE)
+    assert any("the stages a tensor read along a chain goes to counted" in note for note in dp.notes)
+    levels = ideal_dp._levels
+    uncounted = lambda instance, ideals, counted: levels(instance, ideals, False)  # noqa: E731
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ideal_dp, "_levels", uncounted)
+        assert partition.solve(instance, "ideal-dp").lower_bound < 0.55 * exact.bottleneck
+
+
+@cases
+@given(
+    st.integers(0, 10_000),
+    st.integers(2, 7),
+    st.integers(2, 4),
+    st.sampled_from([TWO_HOSTS, PAIRED_HOSTS, TYPED_HOSTS, SPANNING_HOSTS, THREE_HOSTS]),
+    st.sampled_from([1e5, 1e7, 1e9]),
+    st.booleans(),
+)
+def test_brackets_the_optimum_with_a_mask(seed, n, k, hosts, mask_bytes, exact_stages) -> None:
+    instance = _masked_chain(seed, n, k, hosts, mask_bytes, exact_stages)
+    exact = partition.solve(instance, "brute-force")
+    dp = partition.solve(instance, "ideal-dp")
+    if exact.placement is None:  # more stages than ops
+        assert dp.status is partition.Status.INFEASIBLE
+        return
+    assert dp.placement is not None and dp.evaluation.valid
+    assert dp.lower_bound <= exact.bottleneck * (1 + RELATIVE) <= dp.bottleneck * (1 + RELATIVE) ** 2
+
+
 def test_colocation_and_exact_stages() -> None:
     instance = random_dag_instance(3, 8, hosts=ONE_HOST, stages=4, comm_mode="once", edge_probability=0.1)
     free = partition.solve(instance, "ideal-dp").placement
@@ -248,7 +310,7 @@ def test_placement_passes_wait_for_the_later_levels_bounds(monkeypatch) -> None:
     # every level, and pushed the richest level (hosts known) past auto's share of the time
     # on bert_legacy (bench/ideal_dp_passes.md). When they would leave too little time for the
     # later levels' bound passes, they wait and run once, at the last level.
-    instance = _instance(TWO_HOSTS, 2, 8, 4, 0.3, False, True, "per-destination")
+    instance = _instance(TWO_HOSTS, 2, 8, 4, 0.3, False, True, "once")  # no stages counted: 3 levels
     exact = partition.solve(instance, "brute-force")
     calls = _recorded_runs(monkeypatch)
     unhurried = partition.solve(instance, "ideal-dp")
@@ -267,7 +329,7 @@ def test_placement_passes_wait_for_the_later_levels_bounds(monkeypatch) -> None:
 
 
 def test_a_time_limit_in_the_placement_passes_keeps_every_level_bound(monkeypatch) -> None:
-    instance = _instance(TWO_HOSTS, 2, 8, 4, 0.3, False, True, "per-destination")
+    instance = _instance(TWO_HOSTS, 2, 8, 4, 0.3, False, True, "once")
     full = partition.solve(instance, "ideal-dp")
     monkeypatch.setattr("partition.solvers.ideal_dp._PLACEMENT_PASSES", 1e9)
     calls = _recorded_runs(monkeypatch, fail_after=4)

@@ -35,23 +35,37 @@ tensor crossing into or out of the stage once per side at a *lower estimate* of 
   ``J`` when no stage computes more than the cap (a stage holding two readers holds every op
   on the paths between them): the extra destinations are charged at the fastest link.
 
+**Destinations.** That count is low when later stages are slow or many: on BERT-base over
+A100/L4/T4 at k = 8 the DP sent the mask from the first stage to 4 stages while every one of
+the 7 later stages holds a layer, 4 of them on the T4 host. At the level that *counts* them the
+state also holds ``δ``, the stages still owed the tensor read along the longest chain (the
+*counted* tensor): the stage that makes it chooses ``d`` (at least the fewest above), pays for
+``d`` sends — at least the ``d`` smallest latencies and inverse bandwidths over the devices
+still free, as its destinations are ``d`` distinct ones of them (:func:`_fanout`) — and owes
+``δ = d``; each later stage holding one of its readers pays one off, the one holding the last
+leaves ``δ = 0``, and a stage holding a reader when nothing is owed is not a move. So ``d`` is
+exactly the number of stages the tensor goes to, and the sends are a lower estimate for any
+devices. The states grow ``k + 2`` times, so only the level with ``σ`` counts (with ``ν`` too,
+the link to the next stage could also charge one of the ``d`` sends twice; :func:`_levels`).
+
 On a chain, and generally when each cut's tensors run from the last unit of one stage to the
 first unit of the next, this is the formulation's cost on any cluster. The DP value ``V`` is
 a lower bound on the global optimum, reported as the bound, and the status is ``optimal``
 exactly when the evaluator's bottleneck of the returned placement equals ``V``.
 
-**Levels.** Every level is a valid bound, each at least as tight as the one before: device
-types with nothing tracked (the fastest; its placement caps the next levels' stages), then
-classes with ``σ``, then classes with ``σ`` and ``ν`` (see :func:`_levels`; a level whose
-table would be too large is skipped). Each level first runs the pass that proves its bound.
+**Levels.** Every level is a valid bound, and the best is reported: device types with nothing
+tracked (the fastest; its placement caps the next levels' stages), then classes with ``σ``,
+then with ``σ`` and ``δ`` when a tensor is read along a chain, then with ``σ`` and ``ν`` (see
+:func:`_levels`; a level whose table would be too large is skipped). Each level first runs the
+pass that proves its bound.
 The passes that only look for better placements (the slowest links and the tie-break, below)
 follow at once when the gap is closed (the tie rule) or when the later levels' bound passes
 are predicted to fit after them; otherwise they wait and run once, at the last level finished,
 with the time left. So under a tight limit the time goes to the bounds first: a rich level's
 bound, where hosts are known, is often what closes a gap, and under ``auto`` CP-SAT and the
 large-neighbourhood polish improve the placement after. A level predicted to overrun the time
-limit is not started (see :func:`_predicted`); the time limit stops the current pass, and the
-bounds and placements of the passes that finished are kept.
+limit is not started (see :func:`_predicted`; a later one may still fit); the time limit stops
+the current pass, and the bounds and placements of the passes that finished are kept.
 
 **Devices.** The DP fixes the device group of each stage; concrete devices are then chosen by
 evaluating assignments of (type, host) classes of the groups' types, the DP's own first (see
@@ -102,7 +116,12 @@ _LEVEL_GROWTH = 0.75
 # The placement passes of a level (slowest links, tie-break) take about this many times its bound
 # pass; they run at once when the later levels' bound passes still fit after them.
 _PLACEMENT_PASSES = 2.0
+
 _STATE_BUDGET = 6_000_000  # ideals × DP states: each pass fills three tables of this size
+# ... and at the level that counts a tensor's stages, most of whose states are never reached (the
+# stages owed are at most those left): BERT on 2 x 8 A100 at k = 16 needs 14 M (0.6 GB peak)
+_COUNTING_BUDGET = 3 * _STATE_BUDGET
+_COUNTED_READERS = 3
 _DEVICE_CHOICES = 2_000
 _INCUMBENT_SHARE = 0.25  # of a solver's time limit, at most, for the order DP's incumbent
 _SEQUENCE_SHARE = 0.15  # of the time left for the ideal split over host orders (.ideal_split)
@@ -352,6 +371,14 @@ def _spread_tensors(instance: Instance, arrays: _Graph) -> list[tuple[int, np.nd
     return spread
 
 
+def _counted(spread: list[tuple[int, np.ndarray, np.ndarray]]) -> int | None:
+    """The tensor (index in ``spread``) whose stages the counting level counts: the one read
+    along the longest chain, if that has :data:`_COUNTED_READERS` readers or more (with two, the
+    fewest stages under the cap are seldom below the truth, and the level costs 3–9×)."""
+    longest = max(range(len(spread)), key=lambda x: len(spread[x][1]), default=None)
+    return longest if longest is not None and len(spread[longest][1]) >= _COUNTED_READERS else None
+
+
 def _fewest_destinations(interval: np.ndarray, cap: float) -> np.ndarray:
     """``fewest[f]``: the fewest stages, each of compute at most ``cap``, that hold readers
     ``f, f+1, …`` of a chain (greedy runs of consecutive readers; ``fewest[m] = 0``)."""
@@ -454,9 +481,11 @@ def _groups(instance: Instance, classes: bool) -> _Groups:
 
 @dataclass(frozen=True)
 class _Lattice:
-    """DP states ``(c, σ, ν)``: ``c`` the devices used per group; ``σ`` the group of the stage
+    """DP states ``(c, σ, ν, δ)``: ``c`` the devices used per group; ``σ`` the group of the stage
     that ended last (``G``: none yet) and ``ν`` the group the next stage is committed to
-    (``G``: no next stage). ``σ`` and ``ν`` each have one slot when not tracked."""
+    (``G``: no next stage); ``δ`` the stages the counted tensor is still owed to (``0 … k``,
+    ``k + 1``: not made yet; see *Destinations*). ``σ``, ``ν`` and ``δ`` each have one slot when
+    not tracked. A state is ``δ · plain + (c, σ, ν)``: the plain states are those with ``δ = 0``."""
 
     size: int  # vectors c
     last_slots: int
@@ -465,20 +494,28 @@ class _Lattice:
     vectors: np.ndarray  # (size, G)
     movable: tuple[np.ndarray, ...]  # per group κ: the vectors a stage on κ can extend
     grown: tuple[np.ndarray, ...]  # ... and the vectors it leads to
+    owed_slots: int = 1
+
+    @property
+    def plain(self) -> int:
+        return self.size * self.last_slots * self.next_slots
 
     @property
     def states(self) -> int:
-        return self.size * self.last_slots * self.next_slots
+        return self.plain * self.owed_slots
 
     def state(self, vector, last, following) -> np.ndarray:
         return (np.asarray(vector) * self.last_slots + last) * self.next_slots + following
 
     def vector_of(self, states: np.ndarray) -> np.ndarray:
-        return states // (self.last_slots * self.next_slots)
+        return states % self.plain // (self.last_slots * self.next_slots)
 
     def starts(self) -> np.ndarray:
-        """No stage yet; the first stage may take any group."""
-        return self.state(0, self.last_slots - 1, np.arange(self.next_slots))
+        """No stage yet; the first stage may take any group (and the counted tensor is not made)."""
+        return (
+            self.state(0, self.last_slots - 1, np.arange(self.next_slots))
+            + (self.owed_slots - 1) * self.plain
+        )
 
     def sources(self, group: int) -> np.ndarray:
         """(vector, σ) states a stage on ``group`` extends: those committed to ``group``."""
@@ -498,8 +535,9 @@ def _vectors(instance: Instance, groups: _Groups) -> tuple[np.ndarray, np.ndarra
     return vectors[vectors.sum(axis=1) <= k], np.array(caps)
 
 
-def _lattice(instance: Instance, groups: _Groups, track: int) -> _Lattice:
-    """States for ``track`` = 2 (last and next group), 1 (last group only) or 0 (neither)."""
+def _lattice(instance: Instance, groups: _Groups, track: int, counting: bool) -> _Lattice:
+    """States for ``track`` = 2 (last and next group), 1 (last group only) or 0 (neither), and
+    the stages owed the counted tensor when ``counting``."""
     k = instance.options.stages
     vectors, caps = _vectors(instance, groups)
     index = {tuple(v): i for i, v in enumerate(vectors.tolist())}
@@ -520,39 +558,70 @@ def _lattice(instance: Instance, groups: _Groups, track: int) -> _Lattice:
         vectors,
         tuple(movable),
         tuple(grown),
+        k + 2 if counting else 1,
     )
 
 
-def _describe(groups: _Groups, track: int) -> str:
-    group, plural = ("(type, host) class", "classes") if groups.classes else ("type", "types")
-    tracked = ("", f", the last stage's {group} tracked", f", the last and next stages' {plural} tracked")
-    return f"devices counted per {group}{tracked[track]}"
+@dataclass(frozen=True)
+class _Level:
+    """What one level's states hold (:func:`_lattice`): devices counted per ``groups``, the
+    groups around the cut for ``track``, and the stages owed the counted tensor if ``counting``."""
+
+    groups: _Groups
+    track: int
+    counting: bool = False
+
+    def describe(self) -> str:
+        groups = self.groups
+        group, plural = ("(type, host) class", "classes") if groups.classes else ("type", "types")
+        tracked = ("", f", the last stage's {group} tracked", f", the last and next stages' {plural} tracked")
+        counted = ", the stages a tensor read along a chain goes to counted" if self.counting else ""
+        return f"devices counted per {group}{tracked[self.track]}{counted}"
+
+    def states(self, instance: Instance) -> int:
+        """DP states of the level (see :func:`_lattice`)."""
+        owed = instance.options.stages + 2 if self.counting else 1
+        return len(_vectors(instance, self.groups)[0]) * (len(self.groups.devices) + 1) ** self.track * owed
+
+    def work(self, instance: Instance) -> float:
+        """The states that take work (for :func:`_predicted`): when counting, about half of the
+        stages owed are reached (extending the states took 2.9× the time of the level without
+        counting on BERT-base over A100/L4/T4 at k = 8, 5.4× on BERT over 2 × 8 A100 at k = 16,
+        the times of 4.1 and 9.5 times the states at the power :data:`_LEVEL_GROWTH`), and more
+        under load: predicted as two thirds, as a counting level stopped by the time limit
+        proves nothing."""
+        return self.states(instance) / (1.5 if self.counting else 1)
 
 
-def _states(instance: Instance, groups: _Groups, track: int) -> int:
-    """DP states of the level counting ``groups`` and tracking ``track`` (see :func:`_lattice`)."""
-    return len(_vectors(instance, groups)[0]) * (len(groups.devices) + 1) ** track
-
-
-def _predicted(previous: tuple[float, float, int], states: int) -> float:
-    """Seconds of a level's bound pass with ``states``, from the last level's (seconds, of which
-    extending states, states): scoring the candidate stages costs the same at every level,
-    extending the states grows as their number to the power :data:`_LEVEL_GROWTH`."""
+def _predicted(previous: tuple[float, float, float], work: float) -> float:
+    """Seconds of a level's bound pass with ``work`` states (:meth:`_Level.work`), from the last
+    level's (seconds, of which extending states, work): scoring the candidate stages costs the
+    same at every level, extending the states grows as their number to the power
+    :data:`_LEVEL_GROWTH`."""
     seconds, relaxing, before = previous
-    return seconds - relaxing + relaxing * (states / before) ** _LEVEL_GROWTH
+    return seconds - relaxing + relaxing * (work / before) ** _LEVEL_GROWTH
 
 
-def _levels(instance: Instance, ideals: int) -> list[tuple[_Groups, int]]:
-    """The DP's levels, each a valid bound and each at least as tight as the one before: device
-    types with nothing tracked (fastest), then the last stage's group tracked, then the next
-    stage's too, each over (type, host) classes when the table of ideals × states fits
-    :data:`_STATE_BUDGET`, else over types, else skipped."""
+def _levels(instance: Instance, ideals: int, counted: bool) -> list[_Level]:
+    """The DP's levels, each a valid bound: device types with nothing tracked (fastest); then, if
+    a tensor is read along a chain, the same with the stages it goes to counted (tighter, and
+    2–4× slower: where types are hosts, as on A100/L4/T4, it is most of the gain); the last
+    stage's group tracked, without and with the count; then the last and next stages' groups
+    tracked (not counting; not comparable with the one before: on BERT it bounds less, on small
+    graphs it can bound more); each over (type, host) classes when the table of ideals × states
+    fits its budget (:data:`_STATE_BUDGET`, :data:`_COUNTING_BUDGET` when counting), else over
+    types, else skipped."""
     types, classes = _groups(instance, classes=False), _groups(instance, classes=True)
-    levels = [(types, 0)]
-    for track in (1, 2):
+    levels = [_Level(types, 0)]
+    if counted and ideals * _Level(types, 0, True).states(instance) <= _COUNTING_BUDGET:
+        levels.append(_Level(types, 0, True))
+    for track, counting in ((1, False), (1, True), (2, False)):
+        if counting and not counted:
+            continue
         for groups in (classes, types):  # the first that fits
-            if ideals * _states(instance, groups, track) <= _STATE_BUDGET:
-                levels.append((groups, track))
+            level = _Level(groups, track, counting)
+            if ideals * level.states(instance) <= (_COUNTING_BUDGET if counting else _STATE_BUDGET):
+                levels.append(level)
                 break
     return levels
 
@@ -589,6 +658,9 @@ class _Links:
 
     per_unit: np.ndarray  # (G, 4, vectors)
     pair: np.ndarray  # (G, G, 2)
+    # fanout[κ, :, c, d]: the least total latency and inverse bandwidth of one tensor sent by a
+    # stage of group κ entered from vector c to d stages (inf: fewer devices are free)
+    fanout: np.ndarray  # (G, 2, vectors, devices + 1)
 
     def extra(self, group: int, vectors: np.ndarray, partner: np.ndarray, receiving: bool) -> np.ndarray:
         """(2, vectors, partners): the extra latency and inverse bandwidth, over the fastest
@@ -631,7 +703,29 @@ def _links(instance: Instance, groups: _Groups, lattice: _Lattice, *, slowest: b
         np.nan_to_num(x, nan=0.0 if i % 2 == 0 else np.inf) for i, x in enumerate(charged)
     )
     pair = np.stack([np.nan_to_num(latency, nan=0.0), 1 / np.nan_to_num(bandwidth, nan=np.inf)], axis=2)
-    return _Links(np.stack([latency_in, 1 / bandwidth_in, latency_out, 1 / bandwidth_out], axis=1), pair)
+    per_unit = np.stack([latency_in, 1 / bandwidth_in, latency_out, 1 / bandwidth_out], axis=1)
+    return _Links(per_unit, pair, _fanout(groups, lattice, pair, per_unit, slowest))
+
+
+def _fanout(
+    groups: _Groups, lattice: _Lattice, pair: np.ndarray, per_unit: np.ndarray, slowest: bool
+) -> np.ndarray:
+    """:attr:`_Links.fanout`. The ``d`` stages a tensor goes to are on ``d`` distinct devices,
+    free when the sending stage runs, so its ``d`` latencies sum to at least the ``d``
+    smallest over the free devices, and likewise its inverse bandwidths. (The slowest links,
+    which only look for placements, charge the slowest link ``d`` times.)"""
+    count, devices = len(groups.devices), int(groups.counts.sum())
+    fanout = np.full((count, 2, lattice.size, devices + 1), np.inf)
+    for g in range(count):
+        for c, vector in enumerate(lattice.vectors):
+            free = np.maximum(groups.counts - vector - (np.arange(count) == g), 0)
+            for side in range(2):
+                if slowest:
+                    costs = np.full(int(free.sum()), per_unit[g, 2 + side, c])
+                else:
+                    costs = np.sort(np.repeat(pair[g, :, side], free))
+                fanout[g, side, c, : len(costs) + 1] = np.concatenate([[0.0], np.cumsum(costs)])
+    return fanout
 
 
 def _charged(amounts: np.ndarray, per_unit: np.ndarray) -> np.ndarray:
@@ -692,16 +786,19 @@ class _DP:
         self.next_inputs: np.ndarray | None = None
         per_destination = instance.options.comm_mode is CommMode.PER_DESTINATION
         self.spread = _spread_tensors(instance, self.arrays) if per_destination else []
+        self.counted = _counted(self.spread)
         self.destinations: _Destinations | None = None
         self.relax_seconds = 0.0  # spent extending states (the part that grows with the level's states)
         self.scorer = Scorer(instance, TensorArrays.of(instance))  # ranks the concrete devices of a chain
-        self.set_level(_groups(instance, classes=False), 0)
+        self.set_level(_Level(_groups(instance, classes=False), 0))
 
-    def set_level(self, groups: _Groups, track: int) -> None:
-        """Count devices by ``groups`` and track what :func:`_lattice` says for ``track``."""
+    def set_level(self, level: _Level) -> None:
+        """Count devices by the level's groups and track what :func:`_lattice` says for it."""
         instance = self.instance
-        self.groups, self.track = groups, track
-        self.lattice = _lattice(instance, groups, track)
+        self.level = level
+        groups, track = self.groups, self.track = level.groups, level.track
+        self.counting = level.counting and self.counted is not None
+        self.lattice = _lattice(instance, groups, track, self.counting)
         if track >= 2 and self.next_inputs is None:
             self.next_inputs = _next_inputs(instance, self.unit_of, self.frontiers, self.arrays)
         memory = np.array([instance.cluster.device_types[t].memory for t in instance.cluster.type_names])
@@ -763,9 +860,13 @@ class _DP:
         """For stages ``js[j] \\ ideal``: compute time on each type (inf where the stage does not
         fit or has an op the type cannot run), and the (count, bytes) of tensors received and
         sent, as columns ``[recv count, recv bytes, sent count, sent bytes, last count, last
-        bytes]``. The *last* columns are a part of the received tensors that certainly comes from
-        the stage ending at ``ideal``: the least, over the ideal's maximal units (one of which that
-        stage holds), of what the stage receives from that unit."""
+        bytes, next count, next bytes, made, fewest, holds, holds last]``. The *last* columns are
+        a part of the received tensors that certainly comes from the stage ending at ``ideal``:
+        the least, over the ideal's maximal units (one of which that stage holds), of what the
+        stage receives from that unit; *next*, what the next stage certainly reads
+        (:meth:`_to_next`). When counting, the last four are the counted tensor's: whether the
+        stage makes it, the fewest stages its later readers need, whether the stage holds one of
+        its readers (not made here), and its last; its sends are left to :meth:`_relax`."""
         t, a = self.tables, self.arrays
         inside = t.row(ideal)
         recv_b, recv_c = np.zeros(len(js)), np.zeros(len(js))
@@ -794,10 +895,19 @@ class _DP:
                 from_last = (self.unit_of[a.producer[leaving]][:, None] == last[None, :]).astype(float)
                 last_c, last_b = (got @ from_last).min(axis=1), ((got * size) @ from_last).min(axis=1)
         spread = self.destinations  # tensors read in several later stages
+        counted = np.zeros((len(js), 4))
         if spread is not None and len(spread.producer):
             made = t.member(js, spread.producer) & ~inside[spread.producer]
             readers = np.add.reduceat(t.member(js, spread.readers), spread.firsts, axis=1)
-            extra = np.maximum(spread.fewest[np.arange(len(spread.producer)), readers] - 1, 0) * made
+            fewest = spread.fewest[np.arange(len(spread.producer)), readers]
+            extra = np.maximum(fewest - 1, 0) * made
+            if self.counting:  # the counted tensor's sends are priced in _relax
+                c = self.counted
+                extra[:, c] = 0
+                counted[:, 0], counted[:, 1] = made[:, c], fewest[:, c] * made[:, c]
+                chain = self.spread[c][1]
+                counted[:, 2] = (readers[:, c] > inside[chain].sum()) & ~made[:, c]  # holds a reader
+                counted[:, 3] = readers[:, c] == len(chain)  # holds its last reader
             sent_c, sent_b = sent_c + extra.sum(axis=1), sent_b + extra @ spread.size
         next_c, next_b = self._to_next(inside, js)
         params = t.own_params[js] - t.own_params[ideal]
@@ -811,11 +921,17 @@ class _DP:
         lead = _LEADING_ZEROS[diff[np.arange(len(js)), first]]
         largest = t.working_sorted[np.minimum(first * 8 + lead, len(t.working_sorted) - 1)]
         memory = params + sent_b + recv_b + largest
+        if self.counting:  # its first destination is in ``out_count``; _relax prices them all
+            sending = (counted[:, 1] > 0).astype(float)
+            sent_c, sent_b = sent_c - sending, sent_b - sending * spread.size[self.counted]
+            memory = memory + np.maximum(counted[:, 1] - 1, 0) * spread.size[self.counted]
         feasible = ((t.unsupported[js] - t.unsupported[ideal])[:, self.groups.type_of] < 0.5) & (
             memory[:, None] <= self.memory[None, :] * (1 + _TOLERANCE)
         )
         compute = np.where(feasible, (t.time[js] - t.time[ideal])[:, self.groups.type_of], np.inf)
-        return compute, np.column_stack([recv_c, recv_b, sent_c, sent_b, last_c, last_b, next_c, next_b])
+        return compute, np.column_stack(
+            [recv_c, recv_b, sent_c, sent_b, last_c, last_b, next_c, next_b, counted]
+        )
 
     def run(
         self, cap: float, clock: _Clock, combine, links: _Links, spread_cap: float | None = None
@@ -837,10 +953,16 @@ class _DP:
         vectors = lattice.vector_of(np.arange(lattice.states))
         work_limit = (_scaled(cap, self.room) * (1 + _TOLERANCE) + 1e-300)[:, vectors]
         next_limit = _scaled(cap, self.room_next)[:, vectors]
+        owing = self._owing(count)
+        owed = np.arange(lattice.states) // lattice.plain
+        overdrawn = (owed > self.instance.options.stages - lattice.used[vectors]) & (
+            owed < lattice.owed_slots - 1
+        )
         for ideal in range(count - 1):
             clock.tick(ideal, count)
             rest = t.work[self.full] - t.work[ideal]  # drop states whose rest cannot fit under cap
-            best[ideal, (rest[:, None] > work_limit).any(axis=0)] = np.inf
+            best[ideal, (rest[:, None] > work_limit).any(axis=0) | overdrawn] = np.inf
+            best[ideal, : owing[ideal] * lattice.plain] = np.inf  # owing fewer stages than it needs
             live = np.isfinite(best[ideal])
             if not live.any():
                 continue
@@ -854,6 +976,16 @@ class _DP:
             self.relax_seconds += time.perf_counter() - relaxing
         return best, parent, parent_state
 
+    def _owing(self, count: int) -> np.ndarray:
+        """``owing[I]``: the fewest stages the counted tensor can still be owed at ideal ``I``
+        once made (0 when not counting): the stages it is owed hold its readers outside ``I``,
+        each under the cap, so there are at least the fewest that can."""
+        if not self.counting:
+            return np.zeros(count, dtype=np.int64)
+        c, spread = self.counted, self.destinations
+        inside = self.tables.member(np.arange(count), self.spread[c][1]).sum(axis=1)
+        return np.minimum(spread.fewest[c, inside], self.lattice.owed_slots - 1)
+
     def _relax(
         self, ideal, js, compute, traffic, combine, links, cap, live, best, parent, parent_state
     ) -> None:
@@ -862,9 +994,12 @@ class _DP:
         row = best[ideal]
         changed = False
         lattice, groups = self.lattice, len(self.groups.devices)
+        plain = lattice.plain
+        live = live.reshape(lattice.owed_slots, plain)
+        owed_live = np.flatnonzero(live.any(axis=1))
         for group in range(groups):
             source, target = lattice.sources(group), lattice.targets(group)  # (V, σ), (V, ν)
-            keep = live[source].any(axis=1)
+            keep = live.any(axis=0)[source].any(axis=1)
             if not keep.any() or not np.isfinite(compute[:, group]).any():
                 continue
             source, target = source[keep], target[keep]
@@ -876,22 +1011,75 @@ class _DP:
             sent = _charged(traffic[:, 6:8], links.extra(group, vectors, following, False))  # (J, V, ν)
             comm = base[:, :, None, None] + received[:, :, :, None] + sent[:, :, None, :]  # (J, V, σ, ν)
             own = compute[:, group][:, None, None, None]
-            cost = np.maximum(own, comm) if self.instance.options.overlap else own + comm
-            cost[cost > cap] = np.inf
-            value = combine(row[source][None, :, :, None], cost)
-            pick = value.argmin(axis=2)  # the best last group for each (J, V, ν)
-            value = np.take_along_axis(value, pick[:, :, None, :], axis=2)[:, :, 0, :]
-            current = block[:, target]
-            better = value < current
-            if not better.any():
-                continue
-            changed = True
-            chosen = source[np.arange(len(source))[None, :, None], pick]
-            block[:, target] = np.where(better, value, current)
-            block_parent[:, target] = np.where(better, ideal, block_parent[:, target])
-            block_state[:, target] = np.where(better, chosen, block_state[:, target])
+            for rows, owed, after, fanout in self._moves(traffic, owed_live, links.fanout[group][:, vectors]):
+                # the moves' (δ before, δ after) pairs stacked along the vectors' axis
+                sources = (source[None] + owed[:, None, None] * plain).reshape(-1, source.shape[1])
+                goals = (target[None] + after[:, None, None] * plain).reshape(-1, target.shape[1])
+                alive = live.ravel()[sources].any(axis=1)
+                if not alive.any():
+                    continue
+                spent = comm[rows]
+                if len(owed) > 1 or not alive.all():
+                    columns = np.tile(np.arange(len(vectors)), len(owed))[alive]
+                    sources, goals, spent = sources[alive], goals[alive], spent[:, columns]
+                    fanout = None if fanout is None else fanout[columns]
+                if fanout is not None:
+                    spent = spent + fanout[None, :, None, None]
+                at = (rows, goals) if isinstance(rows, slice) else (rows[:, None, None], goals[None])
+                cost = np.maximum(own[rows], spent) if self.instance.options.overlap else own[rows] + spent
+                cost[cost > cap] = np.inf
+                value = combine(row[sources][None, :, :, None], cost)
+                pick = value.argmin(axis=2)  # the best last group for each (J, V, ν)
+                value = np.take_along_axis(value, pick[:, :, None, :], axis=2)[:, :, 0, :]
+                current = block[at]
+                better = value < current
+                if not better.any():
+                    continue
+                changed = True
+                chosen = sources[np.arange(len(sources))[None, :, None], pick]
+                block[at] = np.where(better, value, current)
+                block_parent[at] = np.where(better, ideal, block_parent[at])
+                block_state[at] = np.where(better, chosen, block_state[at])
         if changed:
             best[js], parent[js], parent_state[js] = block, block_parent, block_state
+
+    def _moves(self, traffic: np.ndarray, owed_live: np.ndarray, fanout: np.ndarray):
+        """The moves of one ``_relax`` on a group: (the stages, as rows of ``js``; ``δ`` before
+        and ``δ`` after, paired arrays; seconds added per vector or None), with ``fanout`` the
+        group's :attr:`_Links.fanout` at the vectors extended. Without counting, one move keeps
+        ``δ = 0``. Counting (see *Destinations*): the stage that makes the tensor goes from
+        *not made* to ``δ = d`` for each ``d`` at least the fewest stages its later readers need,
+        and pays ``d`` sends; a later stage holding a reader takes one off ``δ ≥ 1`` (the stage
+        holding the last one leaves ``δ = 0``); any other stage keeps ``δ``."""
+        everything = np.zeros(1, dtype=np.int64)
+        if not self.counting:
+            yield slice(None), everything, everything, None
+            return
+        made, fewest, holds, last = (
+            traffic[:, 8] > 0.5,
+            traffic[:, 9],
+            traffic[:, 10] > 0.5,
+            traffic[:, 11] > 0.5,
+        )
+        not_made = self.lattice.owed_slots - 1
+        size = float(self.destinations.size[self.counted])
+        rows = np.flatnonzero(~made & ~holds)
+        if len(rows):
+            yield rows, owed_live, owed_live, None
+        owing = owed_live[(owed_live >= 1) & (owed_live < not_made)]
+        for rows, owed in (
+            (np.flatnonzero(holds & ~last), owing),
+            (np.flatnonzero(holds & last), owing[owing == 1]),
+        ):
+            if len(rows) and len(owed):
+                yield rows, owed, owed - 1, None
+        if not_made not in owed_live:
+            return
+        for d in range(min(not_made, fanout.shape[2])):
+            rows = np.flatnonzero(made & (fewest <= d) & ((fewest > 0) == (d > 0)))
+            if len(rows):
+                added = fanout[0, :, d] + (size * fanout[1, :, d] if size else 0.0)
+                yield rows, np.array([not_made]), np.array([d]), added
 
     def finals(self) -> np.ndarray:
         """States that end a placement (``|c| = k`` with exact stages; no next stage committed)."""
@@ -1019,22 +1207,22 @@ class IdealDP(Solver):
             found = sequence_split(dp, best[2].bottleneck, k, share, settings.seed, best[1].devices)
             best = _better(best, None if found is None else ("ideal split over host orders", *found))
         value, proven, stopped, previous, pending = -np.inf, None, None, None, None
-        levels = _levels(instance, len(ideals))
-        for index, (groups, track) in enumerate(levels):
-            predicted = 0.0 if previous is None else _predicted(previous, _states(instance, groups, track))
-            if time.perf_counter() + predicted > deadline:
-                stopped = f"skipped the level with {_describe(groups, track)} (about {predicted:.0f} s)"
-                break
-            dp.set_level(groups, track)
+        levels = _levels(instance, len(ideals), dp.counted is not None)
+        for index, level in enumerate(levels):
+            predicted = 0.0 if previous is None else _predicted(previous, level.work(instance))
+            if time.perf_counter() + predicted > deadline:  # a later level may take less
+                stopped = f"skipped the level with {level.describe()} (about {predicted:.0f} s)"
+                continue
+            dp.set_level(level)
             started, dp.relax_seconds = time.perf_counter(), 0.0
             try:
                 level_value, best = self._bound_pass(instance, dp, best, settings, deadline)
             except _OutOfTime as stop:
-                stopped = f"{stop} at the level with {_describe(groups, track)}"
+                stopped = f"{stop} at the level with {level.describe()}"
                 break
-            previous = (time.perf_counter() - started, dp.relax_seconds, dp.lattice.states)
+            previous = (time.perf_counter() - started, dp.relax_seconds, level.work(instance))
             settings.report(
-                f"ideal-dp: bound {level_value:.6g} s with {_describe(groups, track)} ({previous[0]:.1f} s)"
+                f"ideal-dp: bound {level_value:.6g} s with {level.describe()} ({previous[0]:.1f} s)"
             )
             if not np.isfinite(level_value):
                 return Outcome(
@@ -1047,13 +1235,13 @@ class IdealDP(Solver):
                     ),
                 )
             if proven is None or level_value > value:
-                value, proven = level_value, _describe(groups, track)
+                value, proven = level_value, level.describe()
             # the placement passes now when the gap is closed (for the tie rule) or when they
             # leave time for the later levels' bounds
-            later = sum(_predicted(previous, _states(instance, *level)) for level in levels[index + 1 :])
+            later = sum(_predicted(previous, after.work(instance)) for after in levels[index + 1 :])
             closed = best is not None and best[2].bottleneck <= value * (1 + _TOLERANCE)
             if not closed and time.perf_counter() + _PLACEMENT_PASSES * previous[0] + later > deadline:
-                if index == 1:  # the first level that tracks the last stage's class (its host):
+                if level.track == 1 and not level.counting:  # the first that tracks the last class (host):
                     # the slowest links' placement now, as at the last level the passes cost several
                     # times as much and the time may be gone. A better placement for a bound that
                     # may not come: under auto at 60 s bert_legacy on 2 x 8 A100 at k = 16 went
@@ -1062,16 +1250,16 @@ class IdealDP(Solver):
                     best = self._placement_passes(
                         instance, dp, best, level_value, settings, deadline, slowest_only=True
                     )
-                pending = (groups, track, level_value)
+                pending = (level, level_value)
                 continue
             pending = None
             best = self._placement_passes(instance, dp, best, level_value, settings, deadline)
             if best is not None and best[2].bottleneck <= value * (1 + _TOLERANCE):
                 break
         if pending is not None and not (best is not None and best[2].bottleneck <= value * (1 + _TOLERANCE)):
-            groups, track, level_value = pending  # the last level whose placement passes waited
-            if dp.groups is not groups or dp.track != track:
-                dp.set_level(groups, track)
+            level, level_value = pending  # the last level whose placement passes waited
+            if dp.level is not level:
+                dp.set_level(level)
             best = self._placement_passes(instance, dp, best, level_value, settings, deadline)
         if proven is None:
             return self._out_of_time(best, stopped)
