@@ -328,6 +328,19 @@ def test_placement_passes_wait_for_the_later_levels_bounds(monkeypatch) -> None:
     assert result.lower_bound <= exact.bottleneck * (1 + RELATIVE) <= result.bottleneck * (1 + RELATIVE) ** 2
 
 
+def test_a_level_predicted_not_to_fit_leaves_the_later_ones_their_chance(monkeypatch) -> None:
+    # The counting levels take 2-9x the others: when one would overrun, the level after it
+    # (the next stage's class tracked, not counting) may still fit and bound more.
+    instance = _masked_chain(2, 6, 4, PAIRED_HOSTS, 1e9, exact=True)
+    ages = lambda level, instance: 1e12 if level.counting else float(level.states(instance))  # noqa: E731
+    monkeypatch.setattr(ideal_dp._Level, "work", ages)
+    calls = _recorded_runs(monkeypatch)
+    result = partition.solve(instance, "ideal-dp", time_limit=600)
+    bounds = [states for states, kind in calls if kind == "bound"]
+    assert len(bounds) == 3 and bounds == sorted(bounds)  # types, classes with σ, then σ and ν
+    assert any("skipped the level" in note and "counted" in note for note in result.notes)
+
+
 def test_a_time_limit_in_the_placement_passes_keeps_every_level_bound(monkeypatch) -> None:
     instance = _instance(TWO_HOSTS, 2, 8, 4, 0.3, False, True, "once")
     full = partition.solve(instance, "ideal-dp")
