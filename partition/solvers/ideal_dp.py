@@ -45,8 +45,9 @@ still free, as its destinations are ``d`` distinct ones of them (:func:`_fanout`
 ``δ = d``; each later stage holding one of its readers pays one off, the one holding the last
 leaves ``δ = 0``, and a stage holding a reader when nothing is owed is not a move. So ``d`` is
 exactly the number of stages the tensor goes to, and the sends are a lower estimate for any
-devices. The states grow ``k + 2`` times, so only the level with ``σ`` counts (with ``ν`` too,
-the link to the next stage could also charge one of the ``d`` sends twice; :func:`_levels`).
+devices. The states grow ``k + 2`` times, so only two levels count, types and classes with
+``σ`` (with ``ν``, the link to the next stage could also charge one of the ``d`` sends twice;
+:func:`_levels`).
 
 On a chain, and generally when each cut's tensors run from the last unit of one stage to the
 first unit of the next, this is the formulation's cost on any cluster. The DP value ``V`` is
@@ -1047,9 +1048,9 @@ class _DP:
         *not made* to ``δ = d`` for each ``d`` at least the fewest stages its later readers need,
         and pays ``d`` sends; a later stage holding a reader takes one off ``δ ≥ 1`` (the stage
         holding the last one leaves ``δ = 0``); any other stage keeps ``δ``."""
-        everything = np.zeros(1, dtype=np.int64)
         if not self.counting:
-            yield slice(None), everything, everything, None
+            nothing_owed = np.zeros(1, dtype=np.int64)
+            yield slice(None), nothing_owed, nothing_owed, None
             return
         made, fewest, holds, last = (
             traffic[:, 8] > 0.5,
