@@ -329,7 +329,7 @@ def test_placement_passes_wait_for_the_later_levels_bounds(monkeypatch) -> None:
 
 
 def test_a_level_predicted_not_to_fit_leaves_the_later_ones_their_chance(monkeypatch) -> None:
-    # The counting levels take 2-9x the others: when one would overrun, the level after it
+    # The counting levels take about twice the others: when one would overrun, the level after it
     # (the next stage's class tracked, not counting) may still fit and bound more.
     instance = _masked_chain(2, 6, 4, PAIRED_HOSTS, 1e9, exact=True)
     ages = lambda level, instance: 1e12 if level.counting else float(level.states(instance))  # noqa: E731

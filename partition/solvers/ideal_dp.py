@@ -55,9 +55,9 @@ a lower bound on the global optimum, reported as the bound, and the status is ``
 exactly when the evaluator's bottleneck of the returned placement equals ``V``.
 
 **Levels.** Every level is a valid bound, and the best is reported: device types with nothing
-tracked (the fastest; its placement caps the next levels' stages), then classes with ``σ``,
-then with ``σ`` and ``δ`` when a tensor is read along a chain, then with ``σ`` and ``ν`` (see
-:func:`_levels`; a level whose table would be too large is skipped). Each level first runs the
+tracked (the fastest; its placement caps the next levels' stages), then types with ``δ`` when
+a tensor is read along a chain, classes with ``σ``, then with ``σ`` and ``δ``, then with ``σ``
+and ``ν`` (see :func:`_levels`; a level whose table would be too large is skipped). Each level first runs the
 pass that proves its bound.
 The passes that only look for better placements (the slowest links and the tie-break, below)
 follow at once when the gap is closed (the tie rule) or when the later levels' bound passes
@@ -117,7 +117,6 @@ _LEVEL_GROWTH = 0.75
 # The placement passes of a level (slowest links, tie-break) take about this many times its bound
 # pass; they run at once when the later levels' bound passes still fit after them.
 _PLACEMENT_PASSES = 2.0
-
 _STATE_BUDGET = 6_000_000  # ideals × DP states: each pass fills three tables of this size
 # ... and at the level that counts a tensor's stages, most of whose states are never reached (the
 # stages owed are at most those left): BERT on 2 x 8 A100 at k = 16 needs 14 M (0.6 GB peak)
@@ -375,7 +374,7 @@ def _spread_tensors(instance: Instance, arrays: _Graph) -> list[tuple[int, np.nd
 def _counted(spread: list[tuple[int, np.ndarray, np.ndarray]]) -> int | None:
     """The tensor (index in ``spread``) whose stages the counting level counts: the one read
     along the longest chain, if that has :data:`_COUNTED_READERS` readers or more (with two, the
-    fewest stages under the cap are seldom below the truth, and the level costs 3–9×)."""
+    fewest stages under the cap are seldom below the truth, and the level costs about 2×)."""
     longest = max(range(len(spread)), key=lambda x: len(spread[x][1]), default=None)
     return longest if longest is not None and len(spread[longest][1]) >= _COUNTED_READERS else None
 
@@ -585,12 +584,10 @@ class _Level:
         return len(_vectors(instance, self.groups)[0]) * (len(self.groups.devices) + 1) ** self.track * owed
 
     def work(self, instance: Instance) -> float:
-        """The states that take work (for :func:`_predicted`): when counting, about half of the
-        stages owed are reached (extending the states took 2.9× the time of the level without
-        counting on BERT-base over A100/L4/T4 at k = 8, 5.4× on BERT over 2 × 8 A100 at k = 16,
-        the times of 4.1 and 9.5 times the states at the power :data:`_LEVEL_GROWTH`), and more
-        under load: predicted as two thirds, as a counting level stopped by the time limit
-        proves nothing."""
+        """The states that take work (for :func:`_predicted`): when counting, only some of the
+        stages owed are reached; counted as two thirds of them, which overestimates a little (on
+        bert_legacy over A100/L4/T4 at k = 8, from the level before, 22.0 s predicted for the
+        17.8 s taken) as a counting level stopped by the time limit proves nothing."""
         return self.states(instance) / (1.5 if self.counting else 1)
 
 
@@ -606,7 +603,7 @@ def _predicted(previous: tuple[float, float, float], work: float) -> float:
 def _levels(instance: Instance, ideals: int, counted: bool) -> list[_Level]:
     """The DP's levels, each a valid bound: device types with nothing tracked (fastest); then, if
     a tensor is read along a chain, the same with the stages it goes to counted (tighter, and
-    2–4× slower: where types are hosts, as on A100/L4/T4, it is most of the gain); the last
+    about 2× slower: where types are hosts, as on A100/L4/T4, it is most of the gain); the last
     stage's group tracked, without and with the count; then the last and next stages' groups
     tracked (not counting; not comparable with the one before: on BERT it bounds less, on small
     graphs it can bound more); each over (type, host) classes when the table of ideals × states
@@ -614,12 +611,10 @@ def _levels(instance: Instance, ideals: int, counted: bool) -> list[_Level]:
     types, else skipped."""
     types, classes = _groups(instance, classes=False), _groups(instance, classes=True)
     levels = [_Level(types, 0)]
-    if counted and ideals * _Level(types, 0, True).states(instance) <= _COUNTING_BUDGET:
-        levels.append(_Level(types, 0, True))
-    for track, counting in ((1, False), (1, True), (2, False)):
+    for track, counting in ((0, True), (1, False), (1, True), (2, False)):
         if counting and not counted:
             continue
-        for groups in (classes, types):  # the first that fits
+        for groups in (types,) if track == 0 else (classes, types):  # the first that fits
             level = _Level(groups, track, counting)
             if ideals * level.states(instance) <= (_COUNTING_BUDGET if counting else _STATE_BUDGET):
                 levels.append(level)
@@ -902,9 +897,8 @@ class _DP:
             readers = np.add.reduceat(t.member(js, spread.readers), spread.firsts, axis=1)
             fewest = spread.fewest[np.arange(len(spread.producer)), readers]
             extra = np.maximum(fewest - 1, 0) * made
-            if self.counting:  # the counted tensor's sends are priced in _relax
+            if self.counting:
                 c = self.counted
-                extra[:, c] = 0
                 counted[:, 0], counted[:, 1] = made[:, c], fewest[:, c] * made[:, c]
                 chain = self.spread[c][1]
                 counted[:, 2] = (readers[:, c] > inside[chain].sum()) & ~made[:, c]  # holds a reader
@@ -922,10 +916,8 @@ class _DP:
         lead = _LEADING_ZEROS[diff[np.arange(len(js)), first]]
         largest = t.working_sorted[np.minimum(first * 8 + lead, len(t.working_sorted) - 1)]
         memory = params + sent_b + recv_b + largest
-        if self.counting:  # its first destination is in ``out_count``; _relax prices them all
-            sending = (counted[:, 1] > 0).astype(float)
-            sent_c, sent_b = sent_c - sending, sent_b - sending * spread.size[self.counted]
-            memory = memory + np.maximum(counted[:, 1] - 1, 0) * spread.size[self.counted]
+        if self.counting:  # the counted tensor's fewest sends (one in ``out_count``) go to _relax
+            sent_c, sent_b = sent_c - counted[:, 1], sent_b - counted[:, 1] * spread.size[self.counted]
         feasible = ((t.unsupported[js] - t.unsupported[ideal])[:, self.groups.type_of] < 0.5) & (
             memory[:, None] <= self.memory[None, :] * (1 + _TOLERANCE)
         )

@@ -73,8 +73,8 @@ _BOUND_SAFETY = 1e-6
 _CBC_BOUND = re.compile(r"best possible (-?[0-9.]+(?:[eE][-+]?[0-9]+)?)")
 # CBC checks its time limit only between phases: on DenseNet/Inception-sized models the root LP
 # alone takes 20 s and the MIP start another 15 s past a 2.5 s limit. So CBC runs under this
-# watchdog, which kills it at the caller's deadline (argv: deadline as epoch seconds, a file it
-# creates when it kills CBC, command).
+# watchdog, which kills it at the caller's deadline (argv: deadline as epoch seconds, a folder
+# where it leaves `killed` when it kills CBC and `exit-status` when CBC exits, command).
 _WATCHDOG = """import pathlib, subprocess, sys, time
 folder = pathlib.Path(sys.argv[2])
 try:
