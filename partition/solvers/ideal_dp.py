@@ -1162,10 +1162,15 @@ def incumbents(instance: Instance, settings: Settings) -> list[tuple[str, Placem
 
 
 def _better(a: tuple[str, Placement, Evaluation] | None, b: tuple[str, Placement, Evaluation] | None):
-    """The one with the smaller (bottleneck, latency); ``a`` on ties."""
+    """The one with the smaller bottleneck, or with the smaller latency when the bottlenecks are
+    equal up to rounding (the formulation's tie rule: the tie-break pass's chain, summed in
+    another order, evaluated one ulp above a heuristic's and lost to it); ``a`` on ties."""
     if a is None or b is None:
         return a or b
-    return b if (b[2].bottleneck, b[2].latency) < (a[2].bottleneck, a[2].latency) else a
+    first, second = a[2], b[2]
+    if abs(first.bottleneck - second.bottleneck) <= _TOLERANCE * max(first.bottleneck, second.bottleneck):
+        return b if second.latency < first.latency else a
+    return b if second.bottleneck < first.bottleneck else a
 
 
 class IdealDP(Solver):
