@@ -656,7 +656,7 @@ class _Links:
     pair: np.ndarray  # (G, G, 2)
     # fanout[κ, :, c, d]: the least total latency and inverse bandwidth of one tensor sent by a
     # stage of group κ entered from vector c to d stages (inf: fewer devices are free)
-    fanout: np.ndarray  # (G, 2, vectors, devices + 1)
+    fanout: np.ndarray  # (G, 2, vectors, devices + 1); no d at a level that does not count
 
     def extra(self, group: int, vectors: np.ndarray, partner: np.ndarray, receiving: bool) -> np.ndarray:
         """(2, vectors, partners): the extra latency and inverse bandwidth, over the fastest
@@ -711,6 +711,8 @@ def _fanout(
     smallest over the free devices, and likewise its inverse bandwidths. (The slowest links,
     which only look for placements, charge the slowest link ``d`` times.)"""
     count, devices = len(groups.devices), int(groups.counts.sum())
+    if lattice.owed_slots == 1:  # nothing counted: only the moves that count read it
+        return np.zeros((count, 2, lattice.size, 0))
     fanout = np.full((count, 2, lattice.size, devices + 1), np.inf)
     for g in range(count):
         for c, vector in enumerate(lattice.vectors):
