@@ -331,10 +331,10 @@ def test_placement_passes_wait_for_the_later_levels_bounds(monkeypatch) -> None:
     result = partition.solve(instance, "ideal-dp", time_limit=600)
     bounds = [states for states, kind in calls if kind == "bound"]
     assert len(bounds) == 3 and bounds == sorted(bounds)  # types, then classes with σ, then σ and ν
-    # but the slowest links' pass runs at the first level that knows the last stage's host (one
-    # pass, with less time at stake than the last level's several)
-    assert calls[2] == (bounds[1], "placement") and calls[3] == (bounds[2], "bound")
-    assert all(kind == "placement" and states == bounds[-1] for states, kind in calls[4:])
+    # all of them, after the last level's bound (auto's polish also starts from a compute-balanced
+    # split, which made an early slowest links' pass for BERT over two hosts unneeded)
+    assert [kind for _, kind in calls[:3]] == ["bound"] * 3
+    assert all(kind == "placement" and states == bounds[-1] for states, kind in calls[3:])
     assert result.lower_bound == unhurried.lower_bound
     assert result.lower_bound <= exact.bottleneck * (1 + RELATIVE) <= result.bottleneck * (1 + RELATIVE) ** 2
 
@@ -358,7 +358,8 @@ def test_a_time_limit_in_the_placement_passes_keeps_every_level_bound(monkeypatc
     monkeypatch.setattr("partition.solvers.ideal_dp._PLACEMENT_PASSES", 1e9)
     calls = _recorded_runs(monkeypatch, fail_after=4)
     hurried = partition.solve(instance, "ideal-dp", time_limit=600)
-    assert [kind for _, kind in calls] == ["bound", "bound", "placement", "bound", "placement"]
+    # the three levels' bounds, then the last level's first placement pass, and the second runs out
+    assert [kind for _, kind in calls] == ["bound", "bound", "bound", "placement", "placement"]
     assert hurried.lower_bound == full.lower_bound and hurried.evaluation.valid
     assert hurried.bottleneck >= full.bottleneck * (1 - RELATIVE)
 

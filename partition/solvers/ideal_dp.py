@@ -603,16 +603,19 @@ def _predicted(previous: tuple[float, float, float], work: float) -> float:
 def _levels(instance: Instance, ideals: int, counted: bool) -> list[_Level]:
     """The DP's levels, each a valid bound: device types with nothing tracked (fastest); then, if
     a tensor is read along a chain, the same with the stages it goes to counted (tighter, and
-    about 2× slower: where types are hosts, as on A100/L4/T4, it is most of the gain); the last
-    stage's group tracked, without and with the count; then the last and next stages' groups
-    tracked (not counting; not comparable with the one before: on BERT it bounds less, on small
-    graphs it can bound more); each over (type, host) classes when the table of ideals × states
-    fits its budget (:data:`_STATE_BUDGET`, :data:`_COUNTING_BUDGET` when counting), else over
-    types, else skipped."""
+    about 2× slower: where types are hosts, as on A100/L4/T4, it is most of the gain; where a
+    type spans hosts it is left out, as it prices every destination at that type's best link:
+    on BERT over 2 × 8 A100 at k = 16 it proved no more than the plain level, in 8–11 s that
+    ``auto`` then lacked for the levels below); the last stage's group tracked, without and with
+    the count; then the last and next stages' groups tracked (not counting; not comparable with
+    the one before: on BERT it bounds less, on small graphs it can bound more); each over (type,
+    host) classes when the table of ideals × states fits its budget (:data:`_STATE_BUDGET`,
+    :data:`_COUNTING_BUDGET` when counting), else over types, else skipped."""
     types, classes = _groups(instance, classes=False), _groups(instance, classes=True)
+    spanning = len(classes.devices) > len(types.devices)  # some type has devices on several hosts
     levels = [_Level(types, 0)]
     for track, counting in ((0, True), (1, False), (1, True), (2, False)):
-        if counting and not counted:
+        if counting and (not counted or (track == 0 and spanning)):
             continue
         for groups in (types,) if track == 0 else (classes, types):  # the first that fits
             level = _Level(groups, track, counting)
@@ -1237,15 +1240,6 @@ class IdealDP(Solver):
             later = sum(_predicted(previous, after.work(instance)) for after in levels[index + 1 :])
             closed = best is not None and best[2].bottleneck <= value * (1 + _TOLERANCE)
             if not closed and time.perf_counter() + _PLACEMENT_PASSES * previous[0] + later > deadline:
-                if level.track == 1 and not level.counting:  # the first that tracks the last class (host):
-                    # the slowest links' placement now, as at the last level the passes cost several
-                    # times as much and the time may be gone. A better placement for a bound that
-                    # may not come: under auto at 60 s bert_legacy on 2 x 8 A100 at k = 16 went
-                    # 0.27897 -> 0.27548 ms, while BERT-base there lost its last level's bound
-                    # (gap 3.41% -> 3.96%; bench/scoreboard.md)
-                    best = self._placement_passes(
-                        instance, dp, best, level_value, settings, deadline, slowest_only=True
-                    )
                 pending = (level, level_value)
                 continue
             pending = None
@@ -1300,13 +1294,12 @@ class IdealDP(Solver):
         value: float,
         settings: Settings,
         deadline: float,
-        slowest_only: bool = False,
     ) -> tuple[str, Placement, Evaluation] | None:
         """``best`` or a better placement from the level whose DP value is ``value``, found by
         passes that prove nothing more, while time remains: the DP over the *slowest* links
-        where links differ (its chain often evaluates better), then (unless ``slowest_only``)
-        the chains of stages of at most ``value`` with the least sum of stage times (the
-        formulation's tie rule), then fewer stages."""
+        where links differ (its chain often evaluates better), then the chains of stages of at
+        most ``value`` with the least sum of stage times (the formulation's tie rule), then fewer
+        stages."""
         cap = best[2].bottleneck * (1 + _TOLERANCE) if best else np.inf
         finals, floor = dp.finals(), _links(instance, dp.groups, dp.lattice, slowest=False)
         ceiling = _links(instance, dp.groups, dp.lattice, slowest=True)
@@ -1320,8 +1313,7 @@ class IdealDP(Solver):
         # estimate charges it more destinations; when that leaves no chain under the value, the
         # bound pass's destination counts keep its chains
         tie_cap = value * (1 + _TOLERANCE) + 1e-300
-        if not slowest_only:
-            passes.append(("ideal-dp", tie_cap, np.add, floor, (tie_cap, cap)))
+        passes.append(("ideal-dp", tie_cap, np.add, floor, (tie_cap, cap)))
         for label, limit, combine, links, spread_caps in passes:
             clock = _Clock(settings, label, deadline)
             for spread_cap in spread_caps:
