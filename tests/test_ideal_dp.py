@@ -178,6 +178,20 @@ def test_counting_the_stages_a_mask_goes_to() -> None:
         assert partition.solve(instance, "ideal-dp").lower_bound < 0.55 * exact.bottleneck
 
 
+def test_no_counting_per_type_where_a_type_spans_hosts() -> None:
+    # Per type, every destination is priced at the type's best link: where a type has devices on
+    # two hosts that hides the sends across them, and the level proved nothing more on BERT.
+    def described(hosts: list[dict]) -> list[str]:
+        instance = _masked_chain(2, 6, 4, hosts, 1e9, exact=True)
+        return [level.describe() for level in ideal_dp._levels(instance, 10, counted=True)]
+
+    counted = ", the stages a tensor read along a chain goes to counted"
+    assert f"devices counted per type{counted}" in described(PAIRED_HOSTS)  # each type one host
+    spanning = described(SPANNING_HOSTS)  # H100s on two hosts
+    assert f"devices counted per type{counted}" not in spanning
+    assert any(level.endswith(counted) for level in spanning)  # per class, the last stage's tracked
+
+
 @cases
 @given(
     st.integers(0, 10_000),
