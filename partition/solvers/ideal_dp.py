@@ -56,8 +56,9 @@ exactly when the evaluator's bottleneck of the returned placement equals ``V``.
 
 **Levels.** Every level is a valid bound, and the best is reported: device types with nothing
 tracked (the fastest; its placement caps the next levels' stages), then types with ``δ`` when
-a tensor is read along a chain, classes with ``σ``, then with ``σ`` and ``δ``, then with ``σ``
-and ``ν`` (see :func:`_levels`; a level whose table would be too large is skipped). Each level first runs the
+a tensor is read along a chain (unless a type spans hosts: per type its sends are all priced
+inside one host), classes with ``σ``, then with ``σ`` and ``δ``, then with ``σ`` and ``ν`` (see
+:func:`_levels`; a level whose table would be too large is skipped). Each level first runs the
 pass that proves its bound.
 The passes that only look for better placements (the slowest links and the tie-break, below)
 follow at once when the gap is closed (the tie rule) or when the later levels' bound passes
