@@ -106,7 +106,14 @@ crossing tensors of its start (end) go over the inter-host link, and when it is 
 certainly sends from a cell does (:func:`_host_sides`). That price needs neither the type before
 nor the one after it (Mixtral on four types at k = 8, two devices a host: 0.43056 → 0.44442 ms
 against an optimum of 0.46006; Inception-v1 there 0.12456 → 0.12793; the 110k-op MoE at
-k = 64, three groups of MI300X, H100 and A100 hosts: 21.4046 → 21.4404 ms).
+k = 64, three groups of MI300X, H100 and A100 hosts: 21.4046 → 21.4404 ms). A nested stage
+is priced so too: on those sides what it receives or sends goes over the inter-host link.
+Nested stages keep a variant per side (:class:`_Nested`), which also serves one that is not
+the first in its group but follows a full stage on a link no faster than the inter-host one
+(that stage made every tensor crossing its start, *Full stages*) or precedes one (which reads
+every tensor crossing its end): Inception-v2 on 2 × 8 A100 at k = 16, where the stages at the
+crossing start or end inside a block, 0.14157 → 0.14336 ms; Mixtral on A100/L4/T4 at k = 8,
+1.3632 → 1.4197 ms.
 
 **Relaxed feasibility of a bottleneck ``B``.** ``reach_τ(I)`` is the furthest position ``J`` the
 test above admits (``end`` replaced by its suffix minimum, so the admissible ``J`` form a prefix
@@ -196,16 +203,17 @@ class _Positions:
 
 @dataclass(frozen=True, eq=False)
 class _Nested:
-    """Stages inside exact segments, priced exactly (:meth:`_Builder.nested_stages`): per type,
-    the rows a stage starts at (``start``, each row's entries together), the row it ends at
-    (``end``) and its time (``time``: compute, what it receives from its start's ideal and what
-    it sends beyond its end, on the type's best link), keeping per start only the ends that no
-    further end beats on time; ``covered``: the rows whose every such stage is listed (stages
-    slower than the bracket's upper end left out)."""
+    """Stages inside exact segments, priced exactly (:meth:`_Builder.nested_stages`): per (host
+    sides, type), the rows a stage starts at (``start``, each row's entries together), the row it
+    ends at (``end``) and its time (``time``: compute, what it receives from its start's ideal and
+    what it sends beyond its end, on the type's best link, or across hosts on the sides
+    ``2 · opens + fills`` of :func:`_host_sides`), keeping per start only the ends that no further
+    end beats on time; ``covered``: the rows whose every such stage is listed (stages slower than
+    the bracket's upper end left out)."""
 
-    start: list[np.ndarray]
-    end: list[np.ndarray]
-    time: list[np.ndarray]
+    start: dict[tuple[int, int], np.ndarray]
+    end: dict[tuple[int, int], np.ndarray]
+    time: dict[tuple[int, int], np.ndarray]
     covered: np.ndarray
 
 
@@ -317,6 +325,12 @@ class _Builder:
         self.latency, self.bandwidth = _links(instance)
         if instance.options.overlap:
             self.latency, self.bandwidth = 0.0 * self.latency, np.full_like(self.bandwidth, np.inf)
+        # the inter-host link (latency, seconds per byte) where stages may open or fill a group of
+        # hosts (:func:`_host_sides`): nested stages are then priced with it too
+        inter = instance.cluster.inter_host_link
+        self.remote: tuple[float, float] | None = None
+        if _host_groups(instance) is not None and not instance.options.overlap:
+            self.remote = (inter.latency, 1.0 / inter.bandwidth)
         dom = dominators(instance)
         self.segment = np.cumsum(dom) - (1 if dom[0] else 0)
         self.heads = dom
@@ -635,6 +649,7 @@ class _Builder:
         read_by = _bit_tables(reads)
         kinds = self.kinds  # one column per distinct (op times, best link)
         priced = _bit_tables(self.comm(self.size[local], np.ones(len(local)))[:, kinds])  # per tensor
+        far = None if self.remote is None else _bit_tables(_priced_one(self.size[local], self.remote))
         partial = partial[:, kinds]
         kept: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
         counted = 0  # pairs × kinds of this segment so far
@@ -653,13 +668,29 @@ class _Builder:
                 return
             received = _looked_up(read_by, masks[j] & ~masks[i]) & made[i]
             sent = out[j] & ~made[i]  # disjoint from received: one lookup prices both
-            time_ = partial[j] - partial[i] + _looked_up(priced, received | sent)
-            for column in range(len(kinds)):
-                fits = time_[:, column] <= self.upper
-                chosen = _staircase(i[fits], j[fits], time_[fits, column])
-                rows = (i[fits][chosen].astype(np.int32), j[fits][chosen].astype(np.int32))
-                entry = (*rows, time_[fits, column][chosen])
-                kept.extend((kind, *entry) for kind in np.flatnonzero(self.kind_of == column))
+            compute = partial[j] - partial[i]
+            if far is None:
+                variants = {0: compute + _looked_up(priced, received | sent)}
+            else:  # also opening (2) and/or filling (1) a group of hosts: received/sent across hosts
+                near_in, near_out = _looked_up(priced, received), _looked_up(priced, sent)
+                fast = compute + near_in + near_out
+                within = (fast <= self.upper).any(axis=1)  # the slower variants only where this fits
+                i, j, received, sent = i[within], j[within], received[within], sent[within]
+                compute, near_in, near_out = compute[within], near_in[within], near_out[within]
+                far_in, far_out = _looked_up(far, received)[:, None], _looked_up(far, sent)[:, None]
+                variants = {
+                    0: fast[within],
+                    1: compute + near_in + far_out,
+                    2: compute + far_in + near_out,
+                    3: compute + far_in + far_out,
+                }
+            for sides, time_ in variants.items():
+                for column in range(len(kinds)):
+                    fits = time_[:, column] <= self.upper
+                    chosen = _staircase(i[fits], j[fits], time_[fits, column])
+                    rows = (i[fits][chosen].astype(np.int32), j[fits][chosen].astype(np.int32))
+                    entry = (*rows, time_[fits, column][chosen])
+                    kept.extend((kind, sides, *entry) for kind in np.flatnonzero(self.kind_of == column))
         self.nested_count += counted
         self.nested_parts[b] = kept
         self.repeats[key] = (kept, counted)
@@ -1077,6 +1108,11 @@ def _components(predecessors: list[list[int]], keep: np.ndarray) -> list[np.ndar
     return [np.array(group) for group in found.groups() if keep[group[0]]]
 
 
+def _priced_one(size: np.ndarray, link: tuple[float, float]) -> np.ndarray:
+    """Seconds of sending each tensor of ``size`` bytes once over ``link`` (latency, seconds per byte)."""
+    return link[0] + size * link[1]
+
+
 def _priced(amounts: np.ndarray, link: tuple[float, float]) -> np.ndarray:
     """The time of (count, bytes) ``amounts`` (last axis) over ``link`` (latency, seconds per
     byte); nothing costs nothing, even over no link at all (infinite latency)."""
@@ -1265,18 +1301,21 @@ def _positions(builder: _Builder, reference: int) -> tuple[_Positions, bool]:
 def _nested(builder: _Builder, firsts: list[int], rows: int, types: int) -> _Nested:
     """The exact segments' nested stages (:meth:`_Builder.nested_stages`) at their rows."""
     covered = np.zeros(rows, dtype=bool)
-    parts: list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = [[] for _ in range(types)]
+    parts: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
     for b, kept in builder.nested_parts.items():
         if kept:
             covered[firsts[b] + 1 : firsts[b] + len(builder.segment_ideals(b))] = True
-        for kind, start, end, time_ in kept:
-            parts[kind].append((firsts[b] + start, firsts[b] + end, time_))
+        for kind, sides, start, end, time_ in kept:
+            parts.setdefault((sides, kind), []).append((firsts[b] + start, firsts[b] + end, time_))
+    for sides, kind in itertools.product(range(4 if builder.remote else 1), range(types)):
+        parts.setdefault((sides, kind), [])
 
     def stacked(part: list, column: int, dtype: type) -> np.ndarray:
         return np.concatenate([entry[column] for entry in part]) if part else np.zeros(0, dtype=dtype)
 
     columns = [
-        [stacked(part, column, dtype) for part in parts] for column, dtype in enumerate((int, int, float))
+        {key: stacked(part, column, dtype) for key, part in parts.items()}
+        for column, dtype in enumerate((int, int, float))
     ]
     return _Nested(*columns, covered)
 
@@ -1303,7 +1342,7 @@ class _Relaxation:
         self.stages = k
         self.counts = tuple(min(c, k) for c in instance.cluster.type_counts)
         self.last = len(p.end) - 1
-        self._nested: dict[tuple[float, int], np.ndarray] = {}  # the last probe's, per type
+        self._nested: dict[tuple[float, int, int], np.ndarray] = {}  # the last probe's, per type and sides
         self.sides: list[np.ndarray] | None = None  # per type and count vector: 2 · opens + fills
         self.remote: tuple[float, float] | None = None  # the inter-host link (latency, s per byte)
         # (with overlap communication is dropped: the positions price none)
@@ -1365,33 +1404,40 @@ class _Relaxation:
             full = np.searchsorted(full_end[:, t], full_start[:, t] + bottleneck, side="right") - 1
             start = self.compute_start[:, t] + bottleneck
             compute = np.searchsorted(self.compute_end[:, t], start, side="right") - 1
-            limits = self.cell_limits(bottleneck, t, p.end[:, t], self.remote if fills else None)
+            limits = self.cell_limits(bottleneck, t, p.end[:, t], self.remote if fills else None, sides)
             reaches.append(self._combine(full, np.minimum(compute, limits)))
         return reaches
 
-    def nested_limits(self, bottleneck: float, kind: int) -> np.ndarray:
+    def nested_limits(self, bottleneck: float, kind: int, sides: int = 0) -> np.ndarray:
         """Per position, the furthest a stage of type ``kind`` that is not full may reach from it:
         in an exact segment whose nested stages are priced (:class:`_Nested`), the furthest end
-        of one within ``bottleneck`` (-1: none); elsewhere no limit. Kept for the last probe, per type."""
-        key = (bottleneck, kind)
+        of one within ``bottleneck`` (-1: none), priced across hosts on its ``sides`` (2 · opens +
+        fills); elsewhere no limit. Kept for the last probe, per type and sides."""
+        key = (bottleneck, kind, sides)
         if key in self._nested:
             return self._nested[key].copy()
-        if any(b != bottleneck for b, _ in self._nested):
+        if any(b != bottleneck for b, *_ in self._nested):
             self._nested.clear()
         limits = np.full(self.last + 1, self.last, dtype=np.int64)
         nested = self.positions.nested
         if nested is not None:
-            start, end = nested.start[kind], nested.end[kind]
+            variant = (sides, kind) if (sides, kind) in nested.start else (0, kind)
+            start, end = nested.start[variant], nested.end[variant]
             limits[nested.covered] = -1
             if len(start):
                 firsts = np.flatnonzero(np.r_[True, start[1:] != start[:-1]])
-                ends = np.where(nested.time[kind] <= bottleneck, end, -1)
+                ends = np.where(nested.time[variant] <= bottleneck, end, -1)
                 limits[start[firsts]] = np.maximum.reduceat(ends, firsts)
         self._nested[key] = limits
         return limits.copy()
 
     def cell_limits(
-        self, bottleneck: float, kind: int, end: np.ndarray, link: tuple[float, float] | None = None
+        self,
+        bottleneck: float,
+        kind: int,
+        end: np.ndarray,
+        link: tuple[float, float] | None = None,
+        sides: int = 0,
     ) -> np.ndarray:
         """Per position, the furthest a stage of type ``kind`` that is not full may reach from
         it: from a cell of a segment with branches, the furthest cell or boundary whose compute
@@ -1399,8 +1445,9 @@ class _Relaxation:
         fits ``bottleneck`` (-1: none); elsewhere no limit beyond its compute. ``link``
         (latency, seconds per byte) prices its sends instead of the type's best link: when the
         next stage is full it reads every tensor crossing the end, so these come straight to it.
+        ``sides`` (2 · opens + fills) prices the nested stages across hosts on those sides.
         """
-        limits = self.nested_limits(bottleneck, kind)
+        limits = self.nested_limits(bottleneck, kind, sides)
         inner = self.positions.inner
         if inner is None:
             return limits
@@ -1449,7 +1496,7 @@ class _Relaxation:
                     for key in [key for key in full if key[:2] == (k, same)]:
                         full[k, n, *key[2:]] = full[key]
                     for key in [key for key in partial if key[:2] == (k, same)]:
-                        partial[k, n, key[2]] = partial[key]
+                        partial[k, n, *key[2:]] = partial[key]
                     continue
                 end = ends[:, k] + self.pairs.time(handed, k, n)
                 computes = [  # per group of σ: the furthest its compute and least exchanges allow
@@ -1459,14 +1506,18 @@ class _Relaxation:
                     - 1
                     for g in groups.values()
                 ]
-                for strong in (0, 1) if self.sides is None else (0, 1, 2):
+                for strong, far_in in itertools.product(
+                    (0, 1) if self.sides is None else (0, 1, 2), (0,) if self.sides is None else (0, 1)
+                ):
                     link = (None, self.pairs.link(k, n), self.remote)[strong]
-                    limits = np.minimum(threshold, self.cell_limits(bottleneck, k, end, link))
-                    partial[k, n, strong] = []
+                    far_out = strong == 2 or (strong == 1 and self._far(link))
+                    sides = 2 * far_in + far_out
+                    limits = np.minimum(threshold, self.cell_limits(bottleneck, k, end, link, sides))
+                    partial[k, n, strong, far_in] = []
                     for compute, previous in zip(computes, groups.values(), strict=True):
                         reach = np.minimum(compute, limits)
                         reach = np.where(reach > here, reach, np.where(self.positions.cell, here, -1))
-                        partial[k, n, strong].append((np.maximum.accumulate(reach), previous))
+                        partial[k, n, strong, far_in].append((np.maximum.accumulate(reach), previous))
                 for sends, receives in itertools.product((0, 1), (0, 1)):
                     full[k, n, sends, receives] = [
                         (
@@ -1512,6 +1563,24 @@ class _Relaxation:
                 for receives, reaches in sent.items():
                     full[k, n, 2, receives] = reaches
         return full, partial
+
+    def _far(self, link: tuple[float, float] | None) -> bool:
+        """Whether ``link`` (latency, seconds per byte) is no faster than the inter-host one."""
+        if link is None or self.remote is None:
+            return False
+        return link[0] >= self.remote[0] and link[1] >= self.remote[1]
+
+    def _fullness(self, before: int, kind: int, opens: bool, far_in: int) -> list[int]:
+        """The fullness ``φ`` of a stage of type ``before`` after which one of type ``kind`` that
+        is not full is priced with ``far_in`` (its nested stages receiving across hosts): all
+        when it opens its group of hosts; else a full stage before it made every tensor crossing
+        its start (*Full stages*), so when the link from ``before`` is no faster than the
+        inter-host one it receives across hosts."""
+        if opens:
+            return [0, 1] if far_in else []
+        if far_in:
+            return [1] if self._far(self.pairs.link(before, kind)) else []
+        return [0] if self._far(self.pairs.link(before, kind)) else [0, 1]
 
     def feasible(self, bottleneck: float) -> bool:
         if self.pairs is not None:
@@ -1587,14 +1656,17 @@ class _Relaxation:
                 for following in (0, 1) if n < types else (0,):
                     sends = 2 if fills else following
                     best = np.full(len(rows), -1, dtype=np.int64)
-                    for before in (0, 1) if last else (None,):
-                        receives = 2 if opens else before
-                        reaches = reach_of[k, n, sends, receives] if last else reach_of[k, n, sends]
+                    for before in (0, 1) if last else (0, 1) if self.sides is not None else (0,):
+                        receives = 2 if opens and last else before
+                        reaches = reach_of[k, n, sends, receives]
                         for reach, group in reaches:  # reach is monotone: one gather per group
                             if last:
                                 position = source[:, group, before, 1].max(axis=1)
-                            else:
-                                position = source[..., 0][:, group, :].max(axis=(1, 2))
+                            else:  # ``before``: whether the stage receives across hosts
+                                fullness = self._fullness(group[0], k, opens, before)
+                                if not fullness:
+                                    continue
+                                position = source[..., 0][:, group, :][:, :, fullness].max(axis=(1, 2))
                             found = np.where(position >= 0, reach[np.maximum(position, 0)], -1)
                             np.maximum(best, found, out=best)
                     furthest[rows, k, last, n, following] = best

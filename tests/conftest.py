@@ -26,6 +26,10 @@ PAIRED_HOSTS = [  # two H100s and two A100s, each pair on a host of its own: sta
     {"name": "h0", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"},  # without opening or
     {"name": "h1", "devices": {"A100-40GB": 2}, "intra_link": "nvlink3"},  # filling one
 ]
+TWIN_HOSTS = [  # one type on two hosts of two devices each (2 x 8 A100 in small)
+    {"name": "h0", "devices": {"A100-40GB": 2}, "intra_link": "nvlink3"},
+    {"name": "h1", "devices": {"A100-40GB": 2}, "intra_link": "nvlink3"},
+]
 TYPED_HOSTS = [  # each type on a host of its own (the zoo's mixed clusters); InfiniBand between
     {"name": "h0", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"},
     {"name": "h1", "devices": {"A100-40GB": 1}, "intra_link": "pcie4"},

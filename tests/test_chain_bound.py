@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import networkx as nx
 import numpy as np
 import pytest
-from conftest import TWO_HOSTS, TYPED_HOSTS, RandomOps, random_dag_instance
+from conftest import PAIRED_HOSTS, TWIN_HOSTS, TWO_HOSTS, TYPED_HOSTS, RandomOps, random_dag_instance
 from generated import small_instances
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -70,11 +70,12 @@ def test_never_above_the_optimum(instance: partition.Instance) -> None:
     st.integers(2, 9),
     st.integers(1, 4),
     st.sampled_from([0.05, 0.3, 0.6]),
-    st.sampled_from([TWO_HOSTS, TYPED_HOSTS]),
+    st.sampled_from([TWO_HOSTS, TYPED_HOSTS, PAIRED_HOSTS, TWIN_HOSTS]),
 )
 def test_never_above_the_optimum_with_shared_outputs_on_two_hosts(seed, n, k, p, hosts) -> None:
-    # TYPED_HOSTS (and TWO_HOSTS counted per (type, host) class): the stages that open or fill a
-    # host pay what they receive or send across hosts
+    # TYPED_HOSTS (and the others counted per (type, host) class): the stages that open or fill a
+    # host pay what they receive or send across hosts, nested stages included, and a nested
+    # stage after a full one on another host receives across hosts
     instance = random_dag_instance(seed, n, hosts=hosts, stages=k, edge_probability=p, shared_outputs=True)
     optimum = _optimum(instance)
     if optimum is not None:
@@ -190,7 +191,7 @@ def _fan(seed: int, hosts: list[dict] = TWO_HOSTS) -> partition.Instance:
 
 
 @cases
-@given(st.integers(0, 100_000), st.sampled_from([TWO_HOSTS, TYPED_HOSTS]))
+@given(st.integers(0, 100_000), st.sampled_from([TWO_HOSTS, TYPED_HOSTS, PAIRED_HOSTS, TWIN_HOSTS]))
 def test_never_above_the_optimum_on_branches_into_a_join(seed, hosts) -> None:
     # Relaxed cells of such a segment use the branches: their ideals' convex hulls for the
     # compute, one tensor per touched branch for the stages inside it.
@@ -454,14 +455,21 @@ def test_rules_out_what_the_bound_rules_out(hosts, monkeypatch) -> None:
 
 
 @cases
-@given(st.integers(0, 100_000), st.integers(4, 9), st.sampled_from([0.3, 0.6]))
-def test_nested_stages_cost_their_compute_and_what_they_exchange(seed, n, p) -> None:
+@given(
+    st.integers(0, 100_000),
+    st.integers(4, 9),
+    st.sampled_from([0.3, 0.6]),
+    st.sampled_from([TWO_HOSTS, TYPED_HOSTS]),
+)
+def test_nested_stages_cost_their_compute_and_what_they_exchange(seed, n, p, hosts) -> None:
     # every stage J \ I between two ideals of an exact segment, by brute force: the kept ones cost
     # their compute plus the tensors of I they read and those they make that an op outside J
-    # reads, once each on the type's best link; every other one is beaten by a kept one with
-    # the same start, an end at least as far and no larger cost
+    # reads, once each on the type's best link, or on the inter-host link for what it receives
+    # when it opens a group of hosts and for what it sends when it fills one (TYPED_HOSTS); every
+    # other one is beaten by a kept one with the same start, an end at least as far and no
+    # larger cost
     instance = random_dag_instance(
-        seed, n, hosts=TWO_HOSTS, stages=2, edge_probability=p, shared_outputs=seed % 2 == 0
+        seed, n, hosts=hosts, stages=2, edge_probability=p, shared_outputs=seed % 2 == 0
     )
     builder = chain_bound._Builder(instance)
     builder.price_nested = True
@@ -478,26 +486,33 @@ def test_nested_stages_cost_their_compute_and_what_they_exchange(seed, n, p) -> 
         masks = [*builder.segment_ideals(b), (1 << (hi - lo)) - 1]
         cuts = [set(range(lo)) | {lo + u for u in range(hi - lo) if mask >> u & 1} for mask in masks]
         listed = {
-            (kind, int(i), int(j)): t
-            for kind, start, end, time_ in kept
+            (sides, kind, int(i), int(j)): t
+            for kind, sides, start, end, time_ in kept
             for i, j, t in zip(start, end, time_, strict=True)
         }
+        assert {sides for sides, *_ in listed} <= ({0} if builder.remote is None else {0, 1, 2, 3})
         for i, j in itertools.product(range(1, len(masks) - 1), range(len(masks))):
             if not cuts[i] < cuts[j]:
                 continue
             stage = cuts[j] - cuts[i]
             received = [s for u, readers, s in tensors if u in cuts[i] and readers & stage]
             sent = [s for u, readers, s in tensors if u in stage and readers - cuts[j]]
-            amounts = [sum(received) + sum(sent), len(received) + len(sent)]
-            cost = times[sorted(stage)].sum(axis=0) + builder.comm(*amounts)
-            for kind, value in enumerate(cost):
-                if (kind, i, j) in listed:
-                    assert listed[kind, i, j] == pytest.approx(value, rel=1e-9)
-                else:
-                    assert any(
-                        k == kind and start == i and end >= j and t <= value * (1 + 1e-9)
-                        for (k, start, end), t in listed.items()
-                    )
+            for sides in range(1 if builder.remote is None else 4):
+                comm = np.zeros(len(times[0]))
+                for far, side in ((sides & 2, received), (sides & 1, sent)):
+                    if far:  # over the inter-host link (latency, seconds per byte)
+                        comm += builder.remote[0] * len(side) + builder.remote[1] * sum(side)
+                    else:
+                        comm += builder.comm(sum(side), len(side))
+                cost = times[sorted(stage)].sum(axis=0) + comm
+                for kind, value in enumerate(cost):
+                    if (sides, kind, i, j) in listed:
+                        assert listed[sides, kind, i, j] == pytest.approx(value, rel=1e-9)
+                    else:
+                        assert any(
+                            v == sides and k == kind and start == i and end >= j and t <= value * (1 + 1e-9)
+                            for (v, k, start, end), t in listed.items()
+                        )
 
 
 def test_a_solve_builds_the_relaxation_once_and_rebuilds_what_a_wider_bracket_needs() -> None:
@@ -595,6 +610,25 @@ def test_stages_that_open_or_fill_a_host_pay_across_hosts(monkeypatch) -> None:
     assert 0.444e-3 < chain_lower_bound(instance, optimum) <= optimum
     monkeypatch.setattr(chain_bound, "_host_groups", lambda instance: None)
     assert chain_lower_bound(instance, optimum) < 0.431e-3
+
+
+def test_nested_stages_beside_another_host_pay_across_hosts(monkeypatch) -> None:
+    # One type on two hosts of two devices (2 x 8 A100 in small), k = 4: every host is filled, and
+    # the stages that open or fill one, or follow a full stage on the other, pay across hosts
+    # even when they start and end inside one segment (nested stages). Without those prices the
+    # bound is 36% below the optimum (Inception-v2 on 2 x 8 A100 at k = 16: 0.14157 -> 0.14336 ms).
+    instance = random_dag_instance(
+        14, 5, hosts=TWIN_HOSTS, stages=4, edge_probability=0.6, shared_outputs=True
+    )
+    optimum = _optimum(instance)
+    assert chain_lower_bound(instance) == pytest.approx(optimum, rel=1e-4)
+    nested_limits = chain_bound._Relaxation.nested_limits
+
+    def best_links_only(self, bottleneck, kind, sides=0):
+        return nested_limits(self, bottleneck, kind)
+
+    monkeypatch.setattr(chain_bound._Relaxation, "nested_limits", best_links_only)
+    assert chain_lower_bound(instance) < 0.7 * optimum
 
 
 def test_hosts_are_grouped_so_that_each_type_lies_in_one_group() -> None:
