@@ -649,9 +649,10 @@ class _Builder:
         read_by = _bit_tables(reads)
         kinds = self.kinds  # one column per distinct (op times, best link)
         priced = _bit_tables(self.comm(self.size[local], np.ones(len(local)))[:, kinds])  # per tensor
-        far = None if self.remote is None else _bit_tables(_priced_one(self.size[local], self.remote))
+        singles = np.column_stack([np.ones(len(local)), self.size[local]])  # (count, bytes) per tensor
+        far = None if self.remote is None else _bit_tables(_priced(singles, self.remote))
         partial = partial[:, kinds]
-        kept: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+        kept: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]] = []  # kind, sides, rows, time
         counted = 0  # pairs × kinds of this segment so far
         step = max(1, 2 * _NESTED_CHUNK // len(masks))
         for low in range(1, len(ideals), step):
@@ -1108,11 +1109,6 @@ def _components(predecessors: list[list[int]], keep: np.ndarray) -> list[np.ndar
     return [np.array(group) for group in found.groups() if keep[group[0]]]
 
 
-def _priced_one(size: np.ndarray, link: tuple[float, float]) -> np.ndarray:
-    """Seconds of sending each tensor of ``size`` bytes once over ``link`` (latency, seconds per byte)."""
-    return link[0] + size * link[1]
-
-
 def _priced(amounts: np.ndarray, link: tuple[float, float]) -> np.ndarray:
     """The time of (count, bytes) ``amounts`` (last axis) over ``link`` (latency, seconds per
     byte); nothing costs nothing, even over no link at all (infinite latency)."""
@@ -1421,7 +1417,7 @@ class _Relaxation:
         limits = np.full(self.last + 1, self.last, dtype=np.int64)
         nested = self.positions.nested
         if nested is not None:
-            variant = (sides, kind) if (sides, kind) in nested.start else (0, kind)
+            variant = (sides, kind)  # every side is listed where the relaxation knows of hosts
             start, end = nested.start[variant], nested.end[variant]
             limits[nested.covered] = -1
             if len(start):
