@@ -325,12 +325,10 @@ class _Builder:
         self.latency, self.bandwidth = _links(instance)
         if instance.options.overlap:
             self.latency, self.bandwidth = 0.0 * self.latency, np.full_like(self.bandwidth, np.inf)
-        # the inter-host link (latency, seconds per byte) where stages may open or fill a group of
-        # hosts (:func:`_host_sides`): nested stages are then priced with it too
-        inter = instance.cluster.inter_host_link
-        self.remote: tuple[float, float] | None = None
-        if _host_groups(instance) is not None and not instance.options.overlap:
-            self.remote = (inter.latency, 1.0 / inter.bandwidth)
+        # the inter-host link where stages may open or fill a group of hosts (:func:`_host_sides`):
+        # nested stages are then priced with it too
+        grouped = _host_groups(instance) is not None and not instance.options.overlap
+        self.remote = _inter_host(instance) if grouped else None
         dom = dominators(instance)
         self.segment = np.cumsum(dom) - (1 if dom[0] else 0)
         self.heads = dom
@@ -1345,8 +1343,7 @@ class _Relaxation:
         priced = hosts and p.crossing is not None and not instance.options.overlap
         located = _host_groups(instance) if priced else None
         if located is not None:
-            inter = instance.cluster.inter_host_link
-            self.remote = (inter.latency, 1.0 / inter.bandwidth)
+            self.remote = _inter_host(instance)
             self.across = _priced(p.crossing, self.remote)
             self.remote_full_end = np.minimum.accumulate((p.end + self.across[:, None])[::-1], axis=0)[::-1]
             self.remote_full_start = p.start - self.across[:, None]
@@ -1689,6 +1686,12 @@ def _host_groups(instance: Instance) -> tuple[np.ndarray, np.ndarray] | None:
     group = {root: g for g, root in enumerate(roots)}
     size = np.bincount([group[union.find(d.host)] for d in cluster.devices], minlength=len(roots))
     return np.array([group[union.find(h)] for h in first_host]), size
+
+
+def _inter_host(instance: Instance) -> tuple[float, float]:
+    """The inter-host link as (latency, seconds per byte)."""
+    inter = instance.cluster.inter_host_link
+    return inter.latency, 1.0 / inter.bandwidth
 
 
 def _host_sides(
