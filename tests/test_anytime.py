@@ -146,6 +146,31 @@ def test_stops_when_the_chain_bound_meets_the_first_splits() -> None:
     assert any(note.endswith("bound = dominator-chain relaxation") for note in result.notes)
 
 
+def test_the_bound_gets_a_second_turn_before_the_polish(monkeypatch) -> None:
+    # The first turn (a tenth of the search's time) proves nothing here; once the search has
+    # stalled, the bound gets half the polish's time, and when it then meets the incumbent the
+    # polish is skipped.
+    instance = partition.build_instance(
+        synthetic.decoder_graph(layers=4), synthetic.hetero_cluster(2, 2), partition.Options(stages=4)
+    )
+    budgets: list[float] = []
+
+    def second_turn_meets(instance, upper, *, floor, deadline):
+        budgets.append(deadline - time.perf_counter())
+        return (floor, "") if len(budgets) == 1 else (upper, "a recorded bound")
+
+    monkeypatch.setattr(partition.solvers.anytime, "structural_lower_bound", second_turn_meets)
+    messages: list[str] = []
+    limit = 8.0
+    result = get_solver("anytime").solve(instance, Settings(time_limit=limit, progress=messages.append))
+    assert len(budgets) == 2
+    assert budgets[0] <= 0.1 * limit < budgets[1] <= 0.5 * limit
+    assert any("structural bound met" in m for m in messages)
+    assert any("generation" in m for m in messages)
+    assert not any(m.startswith("lns:") for m in messages)
+    assert result.notes[0].endswith("bound = a recorded bound")
+
+
 def test_the_chain_bound_gets_the_time_an_early_search_left(monkeypatch) -> None:
     # Nothing but the evaluation follows anytime, so when its search ends early the bound may
     # use most of the limit that is left (for finer cells), not only its 10% share.
