@@ -339,6 +339,44 @@ def test_time_left_before_the_deadline_refines_the_cells(monkeypatch) -> None:
     assert coarse * 1.005 < refined <= partition.solve(instance, "anytime", time_limit=10).bottleneck
 
 
+def test_references_are_ranked_by_the_cheaper_relaxation(monkeypatch) -> None:
+    # Each device type measures the cells in turn; the full relaxation (handed tensors' links)
+    # is far slower, so the types go to it in the order of the cheaper one's bounds.
+    graph = _small_moe(8)
+    instance = partition.build_instance(graph, synthetic.hetero_cluster(3, 2), partition.Options(stages=4))
+    monkeypatch.setattr(chain_bound, "_EXACT_OPS", 0)
+    relaxed, builder, pairs, references = chain_bound._prepared(instance)
+    assert pairs is not None and len(references) == 3
+    upper = partition.solve(instance, "anytime", time_limit=5).bottleneck
+    builder.bracket(upper)
+    ranked, built, best = chain_bound._ranked(relaxed, builder, list(references), 0.0, upper, None)
+    own = {
+        r: chain_bound._bisect(chain_bound._Relaxation(relaxed, positions, hosts=True), 0.0, upper, None)
+        for r, (positions, _) in built.items()
+    }
+    assert sorted(ranked) == sorted(references) and set(built) == set(references)
+    assert [own[r] for r in ranked] == sorted(own.values(), reverse=True)
+    assert best == max(own.values()) > 0
+
+
+def test_bisection_probes_the_floor_first_and_stops_within_a_share_of_the_gap() -> None:
+    probes: list[float] = []
+
+    def above(threshold: float):
+        def feasible(value: float) -> bool:
+            probes.append(value)
+            return value >= threshold
+
+        return feasible
+
+    # a floor another relaxation proved, admitted here: one probe, and it stays the bound
+    assert chain_bound._bisect_below(above(0.5), 0.6, 1.0, None) == 0.6 and probes == [0.6]
+    probes.clear()
+    found = chain_bound._bisect_below(above(0.7), 0.0, 1.0, None)
+    assert 0.7 - chain_bound._GAP_SHARE * 0.31 <= found < 0.7
+    assert len(probes) <= 14  # to within 1e-5 of the bracket it would take 18
+
+
 def test_work_curves_never_exceed_an_ideals_time() -> None:
     # Every ideal of a three-expert MoE block: its time on each type is at least the grouped
     # knapsack's L at its work on each reference type (and the rest's at least U), and the
