@@ -69,8 +69,7 @@ _AUTO_SMALL_CP_SAT_SHARE = 0.8
 _AUTO_IDEAL_DP_LEAVES = 3 * _MIN_POLISH_SECONDS  # for CP-SAT, the polish and the bound ...
 _AUTO_IDEAL_DP_FLOOR = 0.5  # ... unless that leaves ideal-dp less than this share
 _STRUCTURAL_BOUND_SHARE = 0.1  # of the time limit (4 s without one) for the chain or two-tower bound
-_UNUSED_SHARE = 0.8  # of the time a solver left unused, for those bounds when nothing else follows
-_LAST_SHARE = 0.9  # ... and never more than this of it: their last probe may overrun the deadline
+_UNUSED_SHARE = 0.9  # of the time anytime left, for those bounds (the rest: a last probe, the evaluation)
 # The polish under auto also starts from these baselines' splits (see _polish_with_lns), where
 # they are at most this much slower than the solver's placement: on BERT over 2 x 8 A100 at k = 16
 # balanced-time's is 5-7% slower and polishes better; over A100/L4/T4 at k = 8 it is 31% slower
@@ -414,7 +413,7 @@ def _solve(
         # it ends with its own polish, so nothing but the evaluation follows: the bound may use
         # most of the time the search left (converged early), to refine its cells
         left = started + time_limit - time.perf_counter()
-        bound_budget = min(max(bound_budget, _UNUSED_SHARE * left), _LAST_SHARE * left)
+        bound_budget = _UNUSED_SHARE * left
     bound, bound_notes = _with_structural_bound(instance, outcome, bound, bound_budget)
     if auto and name == "ideal-dp":
         name, outcome, polish_notes = _polish_with_cp_sat(

@@ -375,6 +375,12 @@ def test_bisection_probes_the_floor_first_and_stops_within_a_share_of_the_gap() 
     found = chain_bound._bisect_below(above(0.7), 0.0, 1.0, None)
     assert 0.7 - chain_bound._GAP_SHARE * 0.31 <= found < 0.7
     assert len(probes) <= 14  # to within 1e-5 of the bracket it would take 18
+    # from a known floor the probes climb (every one rejected raises the bound) until one fits
+    probes.clear()
+    found = chain_bound._bisect_below(above(0.7), 0.5, 1.0, None)
+    assert 0.7 - chain_bound._GAP_SHARE * 0.31 <= found < 0.7
+    climb = probes[2 : next(i for i, p in enumerate(probes) if i > 1 and p >= 0.7) + 1]
+    assert probes[:2] == [0.5, 1.0 / (1 + chain_bound._OPTIMAL)] and climb == sorted(climb) and len(climb) > 3
 
 
 def test_work_curves_never_exceed_an_ideals_time() -> None:
