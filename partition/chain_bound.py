@@ -177,6 +177,7 @@ _NESTED_KIND_ROWS = 60_000  # ... unless kinds × exact positions stay this few 
 _EXACT_SHARE = 0.6  # of the time to the deadline, for segments of more than _QUICK_IDEAL_LIMIT ideals,
 _EXACT_SECONDS = 1.5  # ... when at least this much is left (Inception-v2's take 0.7 s, and the probes)
 _NESTED_SHARE = 0.8  # of the time to the deadline, at most, for pricing nested stages
+_QUICK_PRICING = 100_000  # pairs of ideals: fewer are priced at once, with no unpriced pass first
 
 
 @dataclass(frozen=True)
@@ -403,6 +404,17 @@ class _Builder:
         positions) the bisection takes twice as long for nothing."""
         kinds = len(self.kinds)
         return kinds <= _NESTED_KINDS or kinds * self.exact_positions <= _NESTED_KIND_ROWS
+
+    def pricing_work(self) -> int:
+        """The pairs of ideals the pricing of nested stages has yet to go through, every segment
+        decided first (as :func:`_positions` does; the decisions are kept)."""
+        for b in range(len(self.bounds) - 1):
+            self.segment_ideals(b)
+        return sum(
+            len(ideals) ** 2
+            for b, ideals in self.ideals.items()
+            if ideals is not None and len(ideals) > 1 and b not in self.nested_parts
+        )
 
     def pricing_pending(self) -> bool:
         """Whether a pass may still price nested stages: some segment not yet decided exact or
@@ -1843,7 +1855,12 @@ def chain_lower_bound(
     builder.cells = _CELLS
     _share_out(builder, deadline)
     best = builder.proven  # what an earlier call of the solve proved (0 with a new builder)
-    if deadline is not None and builder.pricing_pending() and not best:
+    if (
+        deadline is not None
+        and builder.pricing_pending()
+        and not best
+        and builder.pricing_work() > _QUICK_PRICING  # the MoE's 64 exact segments: 27 k pairs
+    ):
         # first the bound of the positions as they are, their nested stages unpriced: pricing
         # may take the time to the deadline and leave the bisection none (on a loaded machine,
         # Inception-v2 on 16 V100s at k = 16 got no chain bound at all from 3.5 s), and after
@@ -1901,18 +1918,19 @@ def _ranked(
     deadline: float | None,
 ) -> tuple[list[int], dict[int, tuple[_Positions, bool]], float]:
     """The reference types ordered by the bound of the relaxation without the handed tensors'
-    links (each bisected from 0), with their positions kept for the pass that follows, and the
-    best bound so far. That relaxation is far cheaper (on the 110k-op MoE at k = 64 a probe takes
-    0.03 s against 0.5 s with the links) and ranks the references as the full one does (MI300X,
-    H100, A100 cells: 20.67, 20.81, 20.47 ms without the links; 21.31, 21.43 and less with
-    them), so the full bisection, which under a deadline may run for one reference only, starts
-    with the most telling one instead of the fastest type. When nothing is relaxed to cells the
-    references give the same positions: the first is kept alone."""
+    links, with their positions kept for the pass that follows, and the best bound so far. Each
+    is bisected from the best so far (one that proves less returns that value, and the stable
+    sort keeps it behind the one that proved it). That relaxation is far cheaper (on the 110k-op
+    MoE at k = 64 a probe takes 0.03 s against 0.3 s with the links) and ranks the references as
+    the full one does (MI300X, H100, A100 cells: 20.67, 20.81, 20.47 ms without the links; 21.31,
+    21.44 and less with them), so the full bisection, which under a deadline may run for one
+    reference only, starts with the most telling one instead of the fastest type. When nothing is
+    relaxed to cells the references give the same positions: the first is kept alone."""
     values: dict[int, float] = {}
     built: dict[int, tuple[_Positions, bool]] = {}
     for reference in references:
         positions, relaxed = built[reference] = _positions(builder, reference)
-        values[reference] = _bisect(_Relaxation(instance, positions, hosts=True), 0.0, upper, deadline)
+        values[reference] = _bisect(_Relaxation(instance, positions, hosts=True), best, upper, deadline)
         best = builder.proven = max(best, values[reference])
         if not relaxed or (deadline is not None and time.perf_counter() > deadline):
             break
@@ -2026,12 +2044,14 @@ def _bisect_below(
         return floor
     if not feasible(upper / (1 + _OPTIMAL)):
         return upper / (1 + _OPTIMAL) * (1 - _SAFETY)  # ``upper`` is optimal within solve's tolerance
-    lower, high, step = floor, upper, _GALLOP
+    lower, high, step, spent = floor, upper, _GALLOP, 0.0
     while lower > 0 and lower * (1 + step) < high:  # up from the floor: each rejected probe counts
-        if deadline is not None and time.perf_counter() > deadline:
+        if deadline is not None and time.perf_counter() + spent > deadline:  # as :func:`_narrowed`
             return lower * (1 - _SAFETY)
-        probe = lower * (1 + step)
-        if feasible(probe):
+        started, probe = time.perf_counter(), lower * (1 + step)
+        admitted = feasible(probe)
+        spent = time.perf_counter() - started
+        if admitted:
             high = probe
             break
         lower, step = probe, 2 * step

@@ -355,8 +355,8 @@ def test_references_are_ranked_by_the_cheaper_relaxation(monkeypatch) -> None:
         for r, (positions, _) in built.items()
     }
     assert sorted(ranked) == sorted(references) and set(built) == set(references)
-    assert [own[r] for r in ranked] == sorted(own.values(), reverse=True)
-    assert best == max(own.values()) > 0
+    assert own[ranked[0]] == max(own.values()) == pytest.approx(best, rel=1e-4)
+    assert min(own.values()) < 0.99 * max(own.values())  # the types do rank differently here
 
 
 def test_bisection_probes_the_floor_first_and_stops_within_a_share_of_the_gap() -> None:
