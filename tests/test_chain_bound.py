@@ -592,6 +592,27 @@ def test_pricing_cut_by_the_deadline_still_leaves_the_unpriced_bound(monkeypatch
     assert bound > 0.154e-3
 
 
+def test_no_unpriced_pass_first_where_pricing_nested_stages_is_quick(monkeypatch) -> None:
+    # The unpriced pass guards against pricing that takes the whole deadline (Inception-v2's
+    # blocks: 55 M pairs of ideals each); where few pairs are left (the MoE's 27 k) it only costs
+    # time, so every positions pass prices the nested stages.
+    instance = random_dag_instance(7, 12, hosts=TWO_HOSTS, stages=3, edge_probability=0.5)
+    priced: list[bool] = []
+    positions = chain_bound._positions
+
+    def recording(builder, reference):
+        priced.append(builder.price_nested)
+        return positions(builder, reference)
+
+    monkeypatch.setattr(chain_bound, "_positions", recording)
+    quick = chain_lower_bound(instance, deadline=time.perf_counter() + 10)
+    assert priced and all(priced)
+    priced.clear()
+    monkeypatch.setattr(chain_bound, "_QUICK_PRICING", -1)  # every pricing counted as slow
+    assert chain_lower_bound(instance, deadline=time.perf_counter() + 10) == pytest.approx(quick, rel=1e-4)
+    assert priced[0] is False and all(priced[1:])
+
+
 def test_a_block_relaxed_for_want_of_time_is_exact_in_a_later_pass_with_time() -> None:
     # auto's first, quick probe relaxes Inception-v2's blocks of 7 392 ideals to cells; a later
     # call of the same solve with the time for them must not inherit those cells (0.1429 ms):
