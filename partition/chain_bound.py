@@ -149,6 +149,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from .branches import branch_labels
 from .coarsen import _UnionFind
 from .instance import Instance
 
@@ -792,24 +793,13 @@ class _Builder:
         if len(feeding) < 3:
             return None
         predecessors = self.segment_predecessors(b, lo, hi)
-        successors: list[list[int]] = [[] for _ in range(hi - lo)]
-        for v, inputs in enumerate(predecessors):
-            if v != join:
-                for u in inputs:
-                    successors[u].append(v)
-        label = np.full(hi - lo, -1, dtype=np.int64)  # the one predecessor of J reached, -2: several
-        label[feeding] = feeding
-        for u in range(hi - lo - 1, -1, -1):  # ops are in topological order
-            reached = {int(label[v]) for v in successors[u]} - {-1}
-            if label[u] >= 0:
-                reached.add(int(label[u]))
-            label[u] = -2 if -2 in reached or len(reached) > 1 else (reached.pop() if reached else -1)
+        label = branch_labels(predecessors, join)
         ancestors = np.zeros(hi - lo, dtype=bool)  # of J, by the predecessors' transitive closure
         ancestors[join] = True
         for u in range(join, -1, -1):
             if ancestors[u]:
                 ancestors[predecessors[u]] = True
-        return _Branches(join, feeding, np.where(label >= 0, label, -1), ancestors, predecessors)
+        return _Branches(join, feeding, label, ancestors, predecessors)
 
     def join_outside(self, found: _Branches, work: np.ndarray, upper: np.ndarray) -> np.ndarray:
         """Whether an ideal of the segment worth at most ``upper`` of ``work`` certainly leaves

@@ -83,6 +83,7 @@ from ..tower_bound import structural_lower_bound, towers
 from ._devices import host_orders, host_ranking, host_sequence, neighbour_hosts, used_hosts
 from ._scoring import Scorer, TensorArrays
 from .base import Capabilities, Outcome, Scope, Settings, Solver
+from .branch_order import BranchSplit, branch_split
 from .chain_round import rounded_placement
 from .lns import polish
 from .order_dp import split_order
@@ -665,7 +666,7 @@ class _Search:
         while self.best_placement is not None and time.perf_counter() < deadline:
             stage_of = np.asarray(self.best_placement.stage_of, dtype=np.int64)
             devices = np.asarray(self.best_placement.devices)
-            order = np.argsort(stage_of, kind="stable")  # stage by stage: a topological order
+            order = np.lexsort((self.rank, stage_of))  # stage by stage: a topological order
             ends = [*(np.flatnonzero(np.diff(stage_of[order])) + 1).tolist(), len(order)]
             # a third of the time left: a cut moved far may move on in the next round
             # (the deadline may pass between the loop's test and here)
@@ -679,16 +680,40 @@ class _Search:
             if not self.offer_fine(splitter.window_dp(devices.tolist(), ends, radius, exact)):
                 return
 
+    @functools.cached_property
+    def branch_split(self) -> BranchSplit | None:
+        """The arms of the fine level's fork-join blocks cut where narrow (:mod:`.branch_order`)."""
+        return branch_split(self.fine.instance)
+
+    @functools.cached_property
+    def rank(self) -> np.ndarray:
+        """Each fine op's place in the graph's order with the arms cut where narrow: the order
+        :meth:`shift_cuts` keeps within a stage, so that a cut moved inside a block still
+        crosses the arms where they are narrow."""
+        natural = np.arange(len(self.fine.instance.graph.ops))
+        if self.branch_split is None:
+            return natural
+        rank = np.empty_like(natural)
+        rank[self.branch_split.apply(natural)] = natural
+        return rank
+
     def refine(self, order: np.ndarray, hosts: list[list[int]]) -> None:
-        """Split the expanded order on the fine level; polish with the exact order DP if small."""
-        fine_order = self.coarse.expand_order(order)
+        """Split the expanded order on the fine level, and the same order with the arms of each
+        fork-join block cut where narrow (the search level keeps an MoE layer's experts whole:
+        on the 110k-op MoE at k = 64 that order's split is 1.4% shorter); polish each with the
+        exact order DP if small."""
+        expanded = self.coarse.expand_order(order)
         fine = self.fine.instance
-        splitter = _Splitter(fine, fine_order, self.fine_tensors)
-        self.offer_fine(_best_split(splitter, host_sequence(hosts, self.k), self.bound, self.dp_budget()))
-        n, devices = len(fine_order), len(fine.cluster.devices)
-        if n * n * self.k * devices <= _POLISH_WORK and self.remaining() > 0:
-            placement, _ = split_order(fine, fine_order)
-            self.offer_fine(placement)
+        sequence = host_sequence(hosts, self.k)
+        small = len(expanded) ** 2 * self.k * len(fine.cluster.devices) <= _POLISH_WORK
+        split = self.branch_split
+        for fine_order in (expanded,) if split is None else (expanded, split.apply(expanded)):
+            if self.remaining() <= 0 and self.best_placement is not None:
+                return
+            splitter = _Splitter(fine, fine_order, self.fine_tensors)
+            self.offer_fine(_best_split(splitter, sequence, self.bound, self.dp_budget()))
+            if small and self.remaining() > 0:
+                self.offer_fine(split_order(fine, fine_order)[0])
 
 
 class Anytime(Solver):
