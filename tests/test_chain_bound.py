@@ -222,6 +222,33 @@ def test_stages_inside_an_moe_layer_pay_for_whole_experts(monkeypatch) -> None:
     assert bound <= partition.solve(instance, "anytime", time_limit=10).bottleneck
 
 
+def test_layers_of_one_shape_are_relaxed_once(monkeypatch) -> None:
+    # Three MoE layers, every segment relaxed to cells: segments of one shape (the layers'
+    # repeated blocks) are relaxed once per reference type, and the bound is that of relaxing
+    # each on its own.
+    graph = synthetic.moe_graph(
+        layers=3, experts=8, hidden=1024, expert_intermediate=1024, top_k=2, vocab=1000, seq=2048
+    )
+    instance = partition.build_instance(graph, synthetic.hetero_cluster(3, 2), partition.Options(stages=4))
+    monkeypatch.setattr(chain_bound, "_EXACT_OPS", 0)
+    cells = chain_bound._Builder._relaxed_cells
+    shapes: list[int] = []
+
+    def counted(self, b, *args):
+        shapes.append(b)
+        return cells(self, b, *args)
+
+    monkeypatch.setattr(chain_bound._Builder, "_relaxed_cells", counted)
+    shared = chain_lower_bound(instance)
+    relaxed = len(shapes)
+    shapes.clear()
+    shape_of = chain_bound._Builder._shape_of
+    own = lambda self, b, lo, hi: (b, *shape_of(self, b, lo, hi))  # noqa: E731 (each segment its own shape)
+    monkeypatch.setattr(chain_bound._Builder, "_shape_of", own)
+    assert chain_lower_bound(instance) == shared
+    assert len(shapes) >= relaxed + 6  # 27 against 18
+
+
 def test_a_broadcast_tensor_is_relaxed_away(monkeypatch) -> None:
     # A mask made by a source op and read along the chain jumps over every op in between, so
     # none is a dominator; reading it at its first reader only (a relaxation) restores them.
