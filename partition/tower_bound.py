@@ -122,6 +122,7 @@ chain bound.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -720,13 +721,17 @@ class _Product:
             return False
         return self.free.size * _KEYS * (self.first.last + 1) <= _ACROSS_STATES
 
-    def feasible_across(self, bottleneck: float) -> bool:
+    def feasible_across(self, bottleneck: float, deadline: float | None = None) -> bool:
         """:meth:`feasible` with the group changes of the module docstring. ``furthest[c,
         key]``, the points of the states with counts ``c`` per ``key`` (:func:`_state_key`):
         the last stage's group, the fullness of its parts and its commitment. A stage of
         group ``h`` extends the states of its group committed to the same group, and those of
         the other groups committed to a next stage in another group with parts of its
-        fullness (the same for every such group, so their points are merged first)."""
+        fullness (the same for every such group, so their points are merged first).
+
+        Past ``deadline`` (``time.perf_counter`` seconds) the probe gives up, admitting
+        ``bottleneck``: one probe can take longer than the whole plain pass (CLIP on four types
+        at k = 8: 6.2 s against 0.3 s), and its first was started with no time to measure."""
         assert self.type_group is not None and self.free is not None
         first, second = self.first, self.second
         groups = self.free.shape[1]
@@ -736,6 +741,8 @@ class _Product:
         opening = [(origin, None)]  # the first stage's start
         for layer in self.layers:
             for row in layer:
+                if deadline is not None and time.perf_counter() > deadline:
+                    return True  # nothing proven: the caller's bound stays valid
                 best = furthest[row]
                 for kind, previous in enumerate(self.previous_of):
                     before = previous[row]
@@ -810,7 +817,8 @@ class _Product:
                     same = [None] if (ends_a, ends_b) == (0, 0) else []  # or no next stage
                     for commitment in same + ([(ends_a, ends_b)] if other else []):
                         keys = group * _KEYS + _state_key(full_a, full_b, commitment)
-                        np.maximum.at(best, (keys, ends), reached)
+                        # on the flat view: numpy's fast path for one index array, 4× the 2-D one
+                        np.maximum.at(best.reshape(-1), keys * best.shape[1] + ends, reached)
 
 
 _KEYS = 17  # per group: committed to the same group, or (4 fullness pairs) × (4 next fullness pairs)
@@ -932,7 +940,8 @@ def tower_lower_bound(
     left = np.inf if deadline is None else deadline - time.perf_counter()
     last_pass = time.perf_counter() - started
     if product is not None and product.prices_changes and left > _ACROSS_PASSES * last_pass:
-        best = max(best, _raised(product.feasible_across, best, upper, deadline) * (1 - _SAFETY))
+        across = functools.partial(product.feasible_across, deadline=deadline)
+        best = max(best, _raised(across, best, upper, deadline) * (1 - _SAFETY))
     return best
 
 

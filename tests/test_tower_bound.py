@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -269,6 +271,23 @@ def test_stages_beside_a_change_of_host_group_pay_across_hosts(monkeypatch) -> N
     monkeypatch.setattr(tower_bound._Product, "prices_changes", property(lambda self: False))
     assert tower_lower_bound(instance, optimum) < 0.95 * optimum
     assert tower_lower_bound(t5, t5_upper) < 0.4071e-3
+
+
+def test_a_probe_with_group_changes_gives_up_at_the_deadline(monkeypatch) -> None:
+    # One such probe can outlast the whole plain pass (CLIP on four types at k = 8: 5 s against
+    # 0.3 s, which made auto end 1.3–4 s past a 60-s limit): past the deadline it admits the
+    # bottleneck, proving nothing, so the bound stays valid and the call ends on time.
+    instance = _hung_towers(102, PAIRED_HOSTS)
+    optimum = partition.solve(instance, "brute-force").bottleneck
+    probes = []
+    raised = tower_bound._raised
+    monkeypatch.setattr(
+        tower_bound, "_raised", lambda feasible, *args: probes.append(feasible) or raised(feasible, *args)
+    )
+    across = tower_lower_bound(instance, optimum)
+    probe = probes[0]  # the product's feasible_across, with the call's deadline (none here)
+    assert not probe(0.999 * across)
+    assert probe.func(0.999 * across, deadline=time.perf_counter() - 1.0)
 
 
 @pytest.mark.usefixtures("without_group_changes")
