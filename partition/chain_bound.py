@@ -1615,9 +1615,12 @@ class _Relaxation:
             return [1] if self._far(self.pairs.link(before, kind)) else []
         return [0] if self._far(self.pairs.link(before, kind)) else [0, 1]
 
-    def feasible(self, bottleneck: float) -> bool:
+    def feasible(self, bottleneck: float, deadline: float | None = None) -> bool:
+        """Whether the relaxation admits ``bottleneck``; past ``deadline`` (``time.perf_counter``
+        seconds) it gives up and admits it, proving nothing: a probe over many positions or
+        classes can outlast the time its bisection had left (the MoE's 256 cells: 1 s)."""
         if self.pairs is not None:
-            return self._feasible_with_pairs(bottleneck)
+            return self._feasible_with_pairs(bottleneck, deadline)
         variants = {0: self.reach(bottleneck)}
         if self.sides is not None:
             used = set(np.unique(np.concatenate(self.sides)).tolist()) - {0}
@@ -1632,11 +1635,11 @@ class _Relaxation:
                     chosen = rows[kinds == sides]
                     reached = reaches[t][furthest[previous_of[t][chosen]]]
                     furthest[chosen] = np.maximum(furthest[chosen], reached)
-            if (furthest[layer] >= self.last).any():
+            if (furthest[layer] >= self.last).any() or _past(deadline):
                 return True
         return False
 
-    def _feasible_with_pairs(self, bottleneck: float) -> bool:
+    def _feasible_with_pairs(self, bottleneck: float, deadline: float | None = None) -> bool:
         """``F(c, σ, φ, ν, ψ)``: the furthest position reached with ``c_τ`` stages of each type
         (none empty), the last of type σ, the next committed to type ν; ``φ``/``ψ`` say whether the
         last/next stage is *full* (it ends beyond the boundary after its start, so it reads every
@@ -1664,7 +1667,7 @@ class _Relaxation:
                 for sides in np.unique(kinds).tolist():
                     rows = every[kinds == sides]
                     self._extend_pairs(furthest, rows, previous_of[k][rows], k, sides, full, partial)
-            if (furthest[layer, :, :, types, :] >= self.last).any():
+            if (furthest[layer, :, :, types, :] >= self.last).any() or _past(deadline):
                 return True
         return False
 
@@ -1909,12 +1912,12 @@ def chain_lower_bound(
             # the relaxation without the handed tensors' links is far cheaper: its value brackets
             # the bisection of the one with them from below
             for links in (pairs,) if ranked else (None, pairs) if pairs is not None else (None,):
-                if links is not None and deadline is not None and time.perf_counter() > deadline:
+                if links is not None and _past(deadline):
                     return best  # its first probes, near the incumbent and at the floor, are not timed
                 relaxation = _Relaxation(instance, positions, links, hosts=True)
                 values[reference] = _bisect(relaxation, best, upper, deadline)
                 best = builder.proven = max(best, values[reference])
-            if not relaxed or (deadline is not None and time.perf_counter() > deadline):
+            if not relaxed or _past(deadline):
                 return best
         if (
             deadline is None
@@ -1951,7 +1954,7 @@ def _ranked(
         positions, relaxed = built[reference] = _positions(builder, reference)
         values[reference] = _bisect(_Relaxation(instance, positions, hosts=True), best, upper, deadline)
         best = builder.proven = max(best, values[reference])
-        if not relaxed or (deadline is not None and time.perf_counter() > deadline):
+        if not relaxed or _past(deadline):
             break
     return sorted(references, key=lambda r: -values.get(r, 0.0)), built, best
 
@@ -2036,16 +2039,22 @@ def _prepare(instance: Instance) -> tuple[Instance, _Builder, _Pairs | None, lis
 
 def _bisect(relaxation: _Relaxation, floor: float, upper: float | None, deadline: float | None) -> float:
     """The largest value found infeasible above ``floor`` (``floor`` when there is none)."""
+    feasible = functools.partial(relaxation.feasible, deadline=deadline)
     if upper is not None and np.isfinite(upper):
-        return _bisect_below(relaxation.feasible, floor, upper, deadline)
-    if floor > 0 and relaxation.feasible(floor):
+        return _bisect_below(feasible, floor, upper, deadline)
+    if floor > 0 and feasible(floor):
         return floor
     lower, high = floor, max(floor, float(relaxation.positions.end[-1].min()) / relaxation.stages) or 1.0
-    while not relaxation.feasible(high):
+    while not feasible(high):
         lower, high = high, 2.0 * high
-        if deadline is not None and time.perf_counter() > deadline:
+        if _past(deadline):
             return max(floor, lower * (1 - _SAFETY))
-    return max(floor, _narrowed(relaxation.feasible, lower, high, deadline) * (1 - _SAFETY))
+    return max(floor, _narrowed(feasible, lower, high, deadline) * (1 - _SAFETY))
+
+
+def _past(deadline: float | None) -> bool:
+    """Whether ``deadline`` (``time.perf_counter`` seconds; ``None``: none) has passed."""
+    return deadline is not None and time.perf_counter() > deadline
 
 
 def _bisect_below(

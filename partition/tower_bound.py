@@ -143,6 +143,7 @@ from .chain_bound import (
     _largest_segment,
     _links,
     _narrowed,
+    _past,
     _Positions,
     _positions,
     _Relaxation,
@@ -741,7 +742,7 @@ class _Product:
         opening = [(origin, None)]  # the first stage's start
         for layer in self.layers:
             for row in layer:
-                if deadline is not None and time.perf_counter() > deadline:
+                if _past(deadline):
                     return True  # nothing proven: the caller's bound stays valid
                 best = furthest[row]
                 for kind, previous in enumerate(self.previous_of):
@@ -899,7 +900,7 @@ def tower_lower_bound(
     ``instance`` is not made of two towers. ``deadline`` (``time.perf_counter`` seconds) stops
     the bisection and the refinement early; every value found infeasible by then is valid."""
     found = towers(instance)
-    late = deadline is not None and time.perf_counter() > deadline
+    late = _past(deadline)
     if found is None or not np.isfinite(upper) or floor >= upper or late:
         return floor
     reference = int(instance.costs.finite_times().sum(axis=0).argmin())
@@ -907,7 +908,7 @@ def tower_lower_bound(
     remote = None
     if _host_groups(instance) is not None:
         remote = [_measured(_across_hosts(tower), reference) for tower in (found.first, found.second)]
-    if deadline is not None and time.perf_counter() > deadline:
+    if _past(deadline):
         return floor
     forward, backward = (_precedences(x, y, found.links) for x, y in (measured, measured[::-1]))
     tensors = _hung_tensors(instance, found)
@@ -979,7 +980,7 @@ def structural_lower_bound(
     tower = tower_lower_bound(instance, upper, floor=floor, deadline=deadline)
     if tower > value:
         return tower, "two-tower relaxation"
-    if deadline is not None and time.perf_counter() > deadline:
+    if _past(deadline):
         return value, name
     chain = chain_lower_bound(instance, upper, deadline=deadline)
     if chain > value:

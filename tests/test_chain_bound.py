@@ -249,6 +249,21 @@ def test_layers_of_one_shape_are_relaxed_once(monkeypatch) -> None:
     assert len(shapes) >= relaxed + 6  # 27 against 18
 
 
+def test_a_probe_past_its_deadline_proves_nothing() -> None:
+    # A probe over many cells can outlast the time its bisection had left (the MoE's 256-cell
+    # passes: 1 s): past the deadline it admits the bottleneck, so every bound stays valid.
+    graph = _small_moe(8)
+    instance = partition.build_instance(graph, synthetic.hetero_cluster(3, 2), partition.Options(stages=4))
+    relaxed, builder, pairs, references = chain_bound._prepare(instance)
+    positions, _ = chain_bound._positions(builder, references[0])
+    for links in (None, pairs):
+        relaxation = chain_bound._Relaxation(relaxed, positions, links, hosts=True)
+        assert (relaxation.pairs is None) == (links is None)
+        below = 0.99 * chain_bound._bisect(relaxation, 0.0, None, None)
+        assert not relaxation.feasible(below)
+        assert relaxation.feasible(below, deadline=time.perf_counter() - 1.0)
+
+
 def test_a_broadcast_tensor_is_relaxed_away(monkeypatch) -> None:
     # A mask made by a source op and read along the chain jumps over every op in between, so
     # none is a dominator; reading it at its first reader only (a relaxation) restores them.
