@@ -390,6 +390,7 @@ class _Builder:
         self.nested_parts: dict[int, list] = {}  # per segment, see nested_stages and _Nested
         self.nested_count = 0
         self.proven = 0.0  # the largest bottleneck any call on this builder proved infeasible
+        self.give_up: float | None = None  # the current call's hard end for a running probe
 
     def bracket(self, upper: float) -> None:
         """Bisect below ``upper`` from now on: nested stages priced under a smaller bracket
@@ -1618,7 +1619,8 @@ class _Relaxation:
     def feasible(self, bottleneck: float, deadline: float | None = None) -> bool:
         """Whether the relaxation admits ``bottleneck``; past ``deadline`` (``time.perf_counter``
         seconds) it gives up and admits it, proving nothing: a probe over many positions or
-        classes can outlast the time its bisection had left (the MoE's 256 cells: 1 s)."""
+        classes can outlast the time its bisection had left (the MoE's 256 cells: 1 s), which
+        matters where nothing follows the bound but the time limit."""
         if self.pairs is not None:
             return self._feasible_with_pairs(bottleneck, deadline)
         variants = {0: self.reach(bottleneck)}
@@ -1858,7 +1860,11 @@ def _by_host(instance: Instance) -> Instance | None:
 
 
 def chain_lower_bound(
-    instance: Instance, upper: float | None = None, *, deadline: float | None = None
+    instance: Instance,
+    upper: float | None = None,
+    *,
+    deadline: float | None = None,
+    give_up: float | None = None,
 ) -> float:
     """The largest bottleneck the relaxation proves infeasible (0 when none is found).
 
@@ -1869,9 +1875,12 @@ def chain_lower_bound(
     time left after every type refines the cells (:data:`_FINER` times as many, twice at most,
     the types by the bound each gave). ``upper`` (a known bottleneck)
     brackets the bisection; ``deadline`` (``time.perf_counter`` seconds) stops early — every
-    infeasible value met so far is already a valid bound.
+    infeasible value met so far is already a valid bound. A probe started before it finishes,
+    unless ``give_up`` (a hard end: the caller's time limit) passes first: it then admits its
+    bottleneck, proving nothing.
     """
     instance, builder, pairs, references = _prepared(instance)
+    builder.give_up = give_up
     references = list(references)  # sorted below; the builder's own list stays fastest first
     builder.bracket(np.inf if upper is None else upper)
     builder.cells = _CELLS
@@ -1890,7 +1899,8 @@ def chain_lower_bound(
         builder.price_nested = False
         started = time.perf_counter()
         positions, _ = _positions(builder, references[0])
-        best = builder.proven = _bisect(_Relaxation(instance, positions, hosts=True), best, upper, deadline)
+        relaxation = _Relaxation(instance, positions, hosts=True)
+        best = builder.proven = _bisect(relaxation, best, upper, deadline, builder.give_up)
         builder.nested_deadline = min(builder.nested_deadline, deadline - 2 * (time.perf_counter() - started))
         if time.perf_counter() > deadline:
             return best
@@ -1915,7 +1925,7 @@ def chain_lower_bound(
                 if links is not None and _past(deadline):
                     return best  # its first probes, near the incumbent and at the floor, are not timed
                 relaxation = _Relaxation(instance, positions, links, hosts=True)
-                values[reference] = _bisect(relaxation, best, upper, deadline)
+                values[reference] = _bisect(relaxation, best, upper, deadline, builder.give_up)
                 best = builder.proven = max(best, values[reference])
             if not relaxed or _past(deadline):
                 return best
@@ -1952,7 +1962,8 @@ def _ranked(
     built: dict[int, tuple[_Positions, bool]] = {}
     for reference in references:
         positions, relaxed = built[reference] = _positions(builder, reference)
-        values[reference] = _bisect(_Relaxation(instance, positions, hosts=True), best, upper, deadline)
+        relaxation = _Relaxation(instance, positions, hosts=True)
+        values[reference] = _bisect(relaxation, best, upper, deadline, builder.give_up)
         best = builder.proven = max(best, values[reference])
         if not relaxed or _past(deadline):
             break
@@ -2037,9 +2048,16 @@ def _prepare(instance: Instance) -> tuple[Instance, _Builder, _Pairs | None, lis
     return instance, builder, pairs, references
 
 
-def _bisect(relaxation: _Relaxation, floor: float, upper: float | None, deadline: float | None) -> float:
-    """The largest value found infeasible above ``floor`` (``floor`` when there is none)."""
-    feasible = functools.partial(relaxation.feasible, deadline=deadline)
+def _bisect(
+    relaxation: _Relaxation,
+    floor: float,
+    upper: float | None,
+    deadline: float | None,
+    give_up: float | None = None,
+) -> float:
+    """The largest value found infeasible above ``floor`` (``floor`` when there is none); no
+    probe starts after ``deadline``, and one still running at ``give_up`` stops, proving nothing."""
+    feasible = functools.partial(relaxation.feasible, deadline=give_up)
     if upper is not None and np.isfinite(upper):
         return _bisect_below(feasible, floor, upper, deadline)
     if floor > 0 and feasible(floor):

@@ -893,12 +893,18 @@ def _hung_costs(
 
 
 def tower_lower_bound(
-    instance: Instance, upper: float, *, floor: float = 0.0, deadline: float | None = None
+    instance: Instance,
+    upper: float,
+    *,
+    floor: float = 0.0,
+    deadline: float | None = None,
+    give_up: float | None = None,
 ) -> float:
     """The largest bottleneck the two-tower relaxation proves infeasible in ``(floor, upper)``
     (``upper`` a known bottleneck, ``floor`` a known bound), or ``floor`` when it proves none or
     ``instance`` is not made of two towers. ``deadline`` (``time.perf_counter`` seconds) stops
-    the bisection and the refinement early; every value found infeasible by then is valid."""
+    the bisection and the refinement early; every value found infeasible by then is valid. A
+    probe with group changes running at ``give_up`` (a hard end) stops, proving nothing."""
     found = towers(instance)
     late = _past(deadline)
     if found is None or not np.isfinite(upper) or floor >= upper or late:
@@ -941,7 +947,7 @@ def tower_lower_bound(
     left = np.inf if deadline is None else deadline - time.perf_counter()
     last_pass = time.perf_counter() - started
     if product is not None and product.prices_changes and left > _ACROSS_PASSES * last_pass:
-        across = functools.partial(product.feasible_across, deadline=deadline)
+        across = functools.partial(product.feasible_across, deadline=give_up)
         best = max(best, _raised(across, best, upper, deadline) * (1 - _SAFETY))
     return best
 
@@ -969,7 +975,12 @@ def _raised(feasible: Callable[[float], bool], lower: float, high: float, deadli
 
 
 def structural_lower_bound(
-    instance: Instance, upper: float, *, floor: float = 0.0, deadline: float | None = None
+    instance: Instance,
+    upper: float,
+    *,
+    floor: float = 0.0,
+    deadline: float | None = None,
+    give_up: float | None = None,
 ) -> tuple[float, str]:
     """The two-tower bound where it proves more than ``floor``, else the dominator-chain bound
     (:func:`~partition.chain_bound.chain_lower_bound`), with the name of the relaxation that
@@ -977,12 +988,12 @@ def structural_lower_bound(
     largest segment holds most of the ops, so its relaxed cells add nothing (CLIP on
     ``hetero-a100-l4-t4`` at k = 4: 0.92 against 1.36 ms) and would only spend the time left."""
     value, name = floor, ""
-    tower = tower_lower_bound(instance, upper, floor=floor, deadline=deadline)
+    tower = tower_lower_bound(instance, upper, floor=floor, deadline=deadline, give_up=give_up)
     if tower > value:
         return tower, "two-tower relaxation"
     if _past(deadline):
         return value, name
-    chain = chain_lower_bound(instance, upper, deadline=deadline)
+    chain = chain_lower_bound(instance, upper, deadline=deadline, give_up=give_up)
     if chain > value:
         value, name = chain, "dominator-chain relaxation"
     return value, name

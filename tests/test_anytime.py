@@ -190,7 +190,7 @@ def test_the_chain_bound_gets_the_time_an_early_search_left(monkeypatch) -> None
 
     budgets: list[float] = []
 
-    def recording(instance, upper, *, floor, deadline):
+    def recording(instance, upper, *, floor, deadline, give_up):
         budgets.append(deadline - time.perf_counter())
         return floor, ""
 

@@ -128,3 +128,21 @@ def test_a_named_solver_that_crashes_is_not_hidden(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(partition.solvers._REGISTRY, "ideal-dp", _Crashing)
     with pytest.raises(RuntimeError, match="deliberate crash"):
         partition.solve(instance, "ideal-dp")
+
+
+@pytest.mark.parametrize(("solver", "last"), [("anytime", True), ("cp-sat", False)])
+def test_the_bound_gives_up_a_probe_only_where_nothing_follows_it(
+    monkeypatch, inception, solver, last
+) -> None:
+    # After anytime the structural bound is the last step before the time limit: a probe still
+    # running at the end of its budget stops. After another solver the polish follows, which
+    # takes what the bound left, so its probes finish (Inception-v2 on 8 H100 at k = 8, auto at
+    # 10 s: 0.25% with them, 6.7% when they gave up inside anytime's own bound turn).
+    calls: list[dict] = []
+    monkeypatch.setattr(
+        partition.api, "structural_lower_bound", lambda *args, **kwargs: calls.append(kwargs) or (0.0, "")
+    )
+    partition.solve(inception, solver, time_limit=LIMIT)
+    assert calls and all(
+        (call["give_up"] is not None and call["give_up"] == call["deadline"]) == last for call in calls
+    )

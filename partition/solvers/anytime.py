@@ -33,8 +33,10 @@ Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
    from the elite parent with probability 0.7, and fresh mutants keep diversity.
 4. **Multi-level refinement.** The best coarse order is split again on the fine level, so
    cuts move to any fine boundary near the coarse ones (the banded DP runs there when the
-   time left allows it). On small fine graphs the exact order DP
-   (:func:`partition.solvers.order_dp.split_order`) over all device subsequences polishes it.
+   time left allows it), and so is that order with every arm of a fork-join block cut where
+   it is narrow (:mod:`.branch_order`: the search level keeps an MoE expert whole, whose output
+   a cut through the layer then sends). On small fine graphs the exact order DP
+   (:func:`partition.solvers.order_dp.split_order`) over all device subsequences polishes each.
 5. **Chain rounding** (:mod:`.chain_round`): after the first split, the dominator-chain
    relaxation of the lower bound is rounded to a placement (host runs of stages, cuts at the
    relaxation's positions), offered as a start.
@@ -44,8 +46,9 @@ Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
 7. **Cut shifting** on the fine level: every cut of the incumbent moves at once within a
    window of fine positions around it, by the banded DP's recurrence over the windows
    (:meth:`_Splitter.window_dp`, the estimate corrected per stage to the incumbent's exact
-   times). The search's cuts sit on coarse-op boundaries; on the 110k-op MoE at k = 64 this
-   takes 23.19 ms to 23.14 ms in 3 s, where the banded DP over the fine level would need
+   times), each stage's ops in the order of step 4's cut arms. The search's cuts sit on
+   coarse-op boundaries; on the 110k-op MoE at k = 64 this took 23.19 ms to 23.14 ms in 3 s
+   (22.92 to 22.87 ms from the cut arms), where the banded DP over the fine level would need
    ~10¹⁰ cells.
 8. **Large-neighbourhood polish** (:mod:`.lns`): CP-SAT re-solves windows of consecutive stages
    around the bottleneck stage on the fine level, everything else fixed, in the time left
