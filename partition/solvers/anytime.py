@@ -686,7 +686,7 @@ class _Search:
     @functools.cached_property
     def branch_split(self) -> BranchSplit | None:
         """The arms of the fine level's fork-join blocks cut where narrow (:mod:`.branch_order`)."""
-        return branch_split(self.fine.instance)
+        return branch_split(self.fine.instance, self.fine_tensors)
 
     @functools.cached_property
     def rank(self) -> np.ndarray:

@@ -9,7 +9,7 @@ weigh the fewest bytes, when fewer than the arm's own output (an expert up to it
 product: 0.52 MB for two thirds of its work). Listing every arm's prefix first and every
 suffix just before the join, a boundary inside the block crosses prefixes' tensors instead of
 outputs. On the 110k-op MoE at k = 64 (61 layers of 256 experts), the bisection split over the
-incumbent's devices gives 22.88 ms for that order against 23.29 ms for the graph's own
+incumbent's devices gives 22.83 ms for that order against 23.29 ms for the graph's own
 (the incumbent, after cut shifting and the polish, was 23.15 ms).
 
 The result of :meth:`BranchSplit.apply` is topological whenever its input is: a suffix reads
@@ -27,6 +27,7 @@ import numpy as np
 from ..branches import branch_labels
 from ..chain_bound import dominators
 from ..instance import Instance
+from ._scoring import TensorArrays
 
 _MIN_ARMS = 3  # a join with fewer arms is a residual add or a gate, not a block of branches
 
@@ -49,10 +50,11 @@ class BranchSplit:
         return order[np.argsort(key[order], kind="stable")]
 
 
-def branch_split(instance: Instance) -> BranchSplit | None:
+def branch_split(instance: Instance, tensors: TensorArrays | None = None) -> BranchSplit | None:
     """The narrowest-prefix split of every arm of every block — the ops from one dominator
     (:func:`partition.chain_bound.dominators`) to the next, both included — whose join has at
-    least :data:`_MIN_ARMS` arms; ``None`` when no arm has a prefix narrower than its output."""
+    least :data:`_MIN_ARMS` arms; ``None`` when no arm has a prefix narrower than its output.
+    ``tensors``: the instance's tensor arrays when the caller has them."""
     graph = instance.graph
     n = len(graph.ops)
     edges = np.asarray(graph.edges, dtype=np.int64).reshape(-1, 2)
@@ -91,7 +93,7 @@ def branch_split(instance: Instance) -> BranchSplit | None:
     offset = np.concatenate([[0], np.cumsum(length)])
     place = np.full(n, -1, dtype=np.int64)  # each arm op's index within its arm
     place[members] = np.arange(len(members)) - offset[arm[members]]
-    crossing = _prefix_bytes(instance, arm, place, length, offset)
+    crossing = _prefix_bytes(tensors or TensorArrays.of(instance), arm, place, length, offset)
     delayed: list[np.ndarray] = []
     joins: list[np.ndarray] = []
     for a, size in enumerate(length.tolist()):
@@ -110,29 +112,21 @@ def branch_split(instance: Instance) -> BranchSplit | None:
 
 
 def _prefix_bytes(
-    instance: Instance, arm: np.ndarray, place: np.ndarray, length: np.ndarray, offset: np.ndarray
+    tensors: TensorArrays, arm: np.ndarray, place: np.ndarray, length: np.ndarray, offset: np.ndarray
 ) -> np.ndarray:
     """Per arm ``a`` and prefix size ``i = 0 … length[a]`` (at ``offset[a] + a + i``), the bytes
     of the tensors its first ``i`` ops make that an op outside those ``i`` reads."""
-    graph = instance.graph
-    index = graph.index
-    producer, size, last = [], [], []
-    for tensor in graph.tensors:
-        if tensor.producer is None or not tensor.consumers:
-            continue
-        p = index[tensor.producer]
-        a = int(arm[p])
-        if a < 0:
-            continue
-        readers = [index[c] for c in tensor.consumers]
-        inside = [int(place[r]) for r in readers if arm[r] == a]
-        last.append(int(length[a]) if len(inside) < len(readers) else max(inside))
-        producer.append(p)
-        size.append(tensor.bytes)
-    producer_ = np.asarray(producer, dtype=np.int64)
-    base = offset[arm[producer_]] + arm[producer_]
+    made_in = arm[tensors.producer]  # each tensor's arm, -1 outside arms
+    use = made_in[tensors.pair_tensor] >= 0
+    tensor, reader = tensors.pair_tensor[use], tensors.pair_consumer[use]
+    own = made_in[tensor]
+    # a tensor crosses the prefixes from the one holding its maker to the one before its last
+    # reader in the arm (all of them when the join or another op outside the arm reads it)
+    last = np.full(len(tensors.bytes), -1, dtype=np.int64)
+    np.maximum.at(last, tensor, np.where(arm[reader] == own, place[reader], length[own]))
+    read = np.flatnonzero(last >= 0)
+    base = offset[made_in[read]] + made_in[read]
     crossing = np.zeros(int(offset[-1]) + len(length) + 1)
-    # each tensor crosses the prefixes from the one holding its maker to the one before its last reader
-    np.add.at(crossing, base + place[producer_] + 1, size)
-    np.add.at(crossing, base + np.asarray(last, dtype=np.int64) + 1, -np.asarray(size))
+    np.add.at(crossing, base + place[tensors.producer[read]] + 1, tensors.bytes[read])
+    np.add.at(crossing, base + last[read] + 1, -tensors.bytes[read])
     return np.cumsum(crossing)[:-1]
