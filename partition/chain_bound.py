@@ -310,6 +310,14 @@ def dominators(instance: Instance) -> np.ndarray:
     return np.cumsum(cover)[:n] == 0
 
 
+def segments(dominator: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """From :func:`dominators`' mask, each op's segment (a dominator and the ops up to the next;
+    ops before the first dominator form segment 0) and the segments' first ops, with the op
+    count at the end."""
+    segment = np.cumsum(dominator) - (1 if dominator[0] else 0)
+    return segment, np.searchsorted(segment, np.arange(int(segment[-1]) + 2))
+
+
 def _links(instance: Instance) -> tuple[np.ndarray, np.ndarray]:
     """Per device type, the smallest latency and largest bandwidth of any link it can use."""
     latency, bandwidth = instance.cluster.group_links(instance.cluster.type_index)
@@ -335,10 +343,9 @@ class _Builder:
         grouped = _host_groups(instance) is not None and not instance.options.overlap
         self.remote = _inter_host(instance) if grouped else None
         dom = dominators(instance)
-        self.segment = np.cumsum(dom) - (1 if dom[0] else 0)
+        self.segment, self.bounds = segments(dom)
         self.heads = dom
-        n_seg = int(self.segment[-1]) + 1
-        self.bounds = np.searchsorted(self.segment, np.arange(n_seg + 1))
+        n_seg = len(self.bounds) - 1
         kept = [t for t in graph.tensors if t.producer is not None and t.consumers]
         self.producer = np.array([graph.index[t.producer] for t in kept], dtype=np.int64)
         self.size = np.array([t.bytes for t in kept], dtype=float)
@@ -390,7 +397,6 @@ class _Builder:
         self.nested_parts: dict[int, list] = {}  # per segment, see nested_stages and _Nested
         self.nested_count = 0
         self.proven = 0.0  # the largest bottleneck any call on this builder proved infeasible
-        self.give_up: float | None = None  # the current call's hard end for a running probe
 
     def bracket(self, upper: float) -> None:
         """Bisect below ``upper`` from now on: nested stages priced under a smaller bracket
@@ -1880,7 +1886,6 @@ def chain_lower_bound(
     bottleneck, proving nothing.
     """
     instance, builder, pairs, references = _prepared(instance)
-    builder.give_up = give_up
     references = list(references)  # sorted below; the builder's own list stays fastest first
     builder.bracket(np.inf if upper is None else upper)
     builder.cells = _CELLS
@@ -1900,14 +1905,14 @@ def chain_lower_bound(
         started = time.perf_counter()
         positions, _ = _positions(builder, references[0])
         relaxation = _Relaxation(instance, positions, hosts=True)
-        best = builder.proven = _bisect(relaxation, best, upper, deadline, builder.give_up)
+        best = builder.proven = _bisect(relaxation, best, upper, deadline, give_up)
         builder.nested_deadline = min(builder.nested_deadline, deadline - 2 * (time.perf_counter() - started))
         if time.perf_counter() > deadline:
             return best
     builder.price_nested = True
     built: dict[int, tuple[_Positions, bool]] = {}
     if pairs is not None and len(references) > 1:
-        references, built, best = _ranked(instance, builder, references, best, upper, deadline)
+        references, built, best = _ranked(instance, builder, references, best, upper, deadline, give_up)
     while True:
         values: dict[int, float] = {}
         started = time.perf_counter()
@@ -1925,7 +1930,7 @@ def chain_lower_bound(
                 if links is not None and _past(deadline):
                     return best  # its first probes, near the incumbent and at the floor, are not timed
                 relaxation = _Relaxation(instance, positions, links, hosts=True)
-                values[reference] = _bisect(relaxation, best, upper, deadline, builder.give_up)
+                values[reference] = _bisect(relaxation, best, upper, deadline, give_up)
                 best = builder.proven = max(best, values[reference])
             if not relaxed or _past(deadline):
                 return best
@@ -1948,6 +1953,7 @@ def _ranked(
     best: float,
     upper: float | None,
     deadline: float | None,
+    give_up: float | None = None,
 ) -> tuple[list[int], dict[int, tuple[_Positions, bool]], float]:
     """The reference types ordered by the bound of the relaxation without the handed tensors'
     links, with their positions kept for the pass that follows, and the best bound so far. Each
@@ -1963,7 +1969,7 @@ def _ranked(
     for reference in references:
         positions, relaxed = built[reference] = _positions(builder, reference)
         relaxation = _Relaxation(instance, positions, hosts=True)
-        values[reference] = _bisect(relaxation, best, upper, deadline, builder.give_up)
+        values[reference] = _bisect(relaxation, best, upper, deadline, give_up)
         best = builder.proven = max(best, values[reference])
         if not relaxed or _past(deadline):
             break

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..branches import branch_labels
-from ..chain_bound import dominators
+from ..chain_bound import dominators, segments
 from ..instance import Instance
 from ._scoring import TensorArrays
 
@@ -60,9 +60,7 @@ def branch_split(instance: Instance, tensors: TensorArrays | None = None) -> Bra
     edges = np.asarray(graph.edges, dtype=np.int64).reshape(-1, 2)
     if n == 0 or not len(edges):
         return None
-    dom = dominators(instance)
-    segment = np.cumsum(dom) - (1 if dom[0] else 0)
-    bounds = np.searchsorted(segment, np.arange(int(segment[-1]) + 2))
+    segment, bounds = segments(dominators(instance))
     # a block's edges: inside its segment, or into the next dominator, which may be its join
     head_after = bounds[segment[edges[:, 0]] + 1]
     inner = edges[(segment[edges[:, 0]] == segment[edges[:, 1]]) | (edges[:, 1] == head_after)]
