@@ -114,7 +114,12 @@ the first in its group but follows a full stage on a link no faster than the int
 (that stage made every tensor crossing its start, *Full stages*) or precedes one (which reads
 every tensor crossing its end): Inception-v2 on 2 × 8 A100 at k = 16, where the stages at the
 crossing start or end inside a block, 0.14157 → 0.14336 ms; Mixtral on A100/L4/T4 at k = 8,
-1.3632 → 1.4197 ms.
+1.3632 → 1.4197 ms. More generally the tensors crossing a cut are made in the stages from the
+last full one up to the cut and read in those after it up to the next full one, so a stage
+changing group between two full stages, with every stage in between on its side, pays across
+hosts too (:meth:`_Relaxation._feasible_with_pairs`): Inception-v2 on 2 × 8 A100 at k = 16, whose
+relaxation changed hosts twice through a nested stage, 0.14336 → 0.14497 ms. On a relaxed cell,
+where no crossing tensor is known, a price across hosts is at least the best link's.
 
 **Relaxed feasibility of a bottleneck ``B``.** ``reach_τ(I)`` is the furthest position ``J`` the
 test above admits (``end`` replaced by its suffix minimum, so the admissible ``J`` form a prefix
@@ -1379,7 +1384,9 @@ class _Relaxation:
         self.last = len(p.end) - 1
         self._nested: dict[tuple[float, int, int], np.ndarray] = {}  # the last probe's, per type and sides
         self._sent_over: dict[tuple[float, float], np.ndarray] = {}  # cell stages' sends, per link
+        self._codes: dict[tuple[int, int, bool], dict] = {}  # the pair DP's start codes, per stage kind
         self.sides: list[np.ndarray] | None = None  # per type and count vector: 2 · opens + fills
+        self.apart: np.ndarray | None = None  # per two types (index ``types``: none): other groups of hosts
         self.remote: tuple[float, float] | None = None  # the inter-host link (latency, s per byte)
         # (with overlap communication is dropped: the positions price none)
         priced = hosts and p.crossing is not None and not instance.options.overlap
@@ -1387,10 +1394,16 @@ class _Relaxation:
         if located is not None:
             self.remote = _inter_host(instance)
             self.across = _priced(p.crossing, self.remote)
-            self.remote_full_end = np.minimum.accumulate((p.end + self.across[:, None])[::-1], axis=0)[::-1]
-            self.remote_full_start = p.start - self.across[:, None]
+            # on a relaxed cell nothing crosses that is known, yet ``send``/``recv`` charge what a
+            # stage certainly exchanges there at the best link: the larger price holds
+            across = self.across[:, None]
+            sent, received = np.maximum(p.send, across), np.maximum(p.recv, across)
+            self.remote_full_end = np.minimum.accumulate((p.end + sent)[::-1], axis=0)[::-1]
+            self.remote_full_start = p.start - received
             vectors, previous_of, _ = _count_layers(self.counts, self.stages)
             self.sides = _host_sides(vectors, previous_of, *located)
+            group = np.append(located[0], -1)  # index ``types``: no stage
+            self.apart = (group[:, None] != group[None, :]) & (group[:, None] >= 0) & (group[None, :] >= 0)
         known = p.handed is not None and bool((p.handed > 0).any())
         self.pairs = pairs if known else None
         if self.pairs is not None:
@@ -1610,18 +1623,6 @@ class _Relaxation:
             return False
         return link[0] >= self.remote[0] and link[1] >= self.remote[1]
 
-    def _fullness(self, before: int, kind: int, opens: bool, far_in: int) -> list[int]:
-        """The fullness ``φ`` of a stage of type ``before`` after which one of type ``kind`` that
-        is not full is priced with ``far_in`` (its nested stages receiving across hosts): all
-        when it opens its group of hosts; else a full stage before it made every tensor crossing
-        its start (*Full stages*), so when the link from ``before`` is no faster than the
-        inter-host one it receives across hosts."""
-        if opens:
-            return [0, 1] if far_in else []
-        if far_in:
-            return [1] if self._far(self.pairs.link(before, kind)) else []
-        return [0] if self._far(self.pairs.link(before, kind)) else [0, 1]
-
     def feasible(self, bottleneck: float, deadline: float | None = None) -> bool:
         """Whether the relaxation admits ``bottleneck``; past ``deadline`` (``time.perf_counter``
         seconds) it gives up and admits it, proving nothing: a probe over many positions or
@@ -1648,26 +1649,39 @@ class _Relaxation:
         return False
 
     def _feasible_with_pairs(self, bottleneck: float, deadline: float | None = None) -> bool:
-        """``F(c, σ, φ, ν, ψ)``: the furthest position reached with ``c_τ`` stages of each type
-        (none empty), the last of type σ, the next committed to type ν; ``φ``/``ψ`` say whether the
-        last/next stage is *full* (it ends beyond the boundary after its start, so it reads every
-        crossing tensor of its start and writes every one of its end). When the stage ending at
-        a cut ``I`` is full, every tensor crossing ``I`` was made in it (made before its start
-        ``I'``, the tensor would cross ``I'`` too and be read by the boundary op after ``I'``,
-        which is in ``I``: the edge property of the module docstring). So between two full
+        """``F(c, σ, φ, β, ν, ψ, γ)``: the furthest position reached with ``c_τ`` stages of each
+        type (none empty), the last of type σ, the next committed to type ν; ``φ``/``ψ`` say
+        whether the last/next stage is *full* (it ends beyond the boundary after its start, so it
+        reads every crossing tensor of its start and writes every one of its end). When the stage
+        ending at a cut ``I`` is full, every tensor crossing ``I`` was made in it (made before its
+        start ``I'``, the tensor would cross ``I'`` too and be read by the boundary op after
+        ``I'``, which is in ``I``: the edge property of the module docstring). So between two full
         stages every crossing tensor goes over the link from the one to the other.
 
-        A stage of type κ extends the states committed to (κ, ψ): ``F(c + e_κ, κ, ψ, ν', ψ') ≥
-        max_{σ, φ} reach(F(c, σ, φ, κ, ψ))`` with the full reach, strong on receiving when
-        ``φ ∧ ψ`` and on sending when ``ψ ∧ ψ'``, when ``ψ``, else the partial one. With no
-        stage yet every σ, φ, ν, ψ starts at position 0 (an over-estimate, as the running maxima
-        are); a placement fits when some ``F(c, ·, ·, no next stage, ·)`` reaches the end."""
+        More generally the tensors crossing a cut are made in the stages from the last full one
+        up to the cut and read in those after it up to the next full one (a stage that is not
+        full stays inside its segment). With several groups of hosts, ``β`` says that every
+        stage since the last full one is in σ's group, ``γ`` commits every stage up to the next
+        full one to ν's group: a stage in another group than σ's with ``β`` receives everything
+        across hosts, and one committing ``γ`` to another group sends everything across hosts
+        (Inception-v2 on 2 × 8 A100 at k = 16: a full stage on one host, then a nested one and a
+        full one on the other, whose sends the relaxation priced at NVLink). Without groups both
+        stay 0.
+
+        A stage of type κ extends the states committed to (κ, ψ): ``F(c + e_κ, κ, ψ, …) ≥
+        max reach(F(c, σ, φ, β, κ, ψ, γ))`` with the full reach when ``ψ``, else the partial
+        one, priced as :meth:`_extend_pairs` says. With no stage yet every σ, φ, ν, ψ starts at
+        position 0 with ``β`` off (an over-estimate, as the running maxima are; ``β`` on only for
+        no type before, which no rule prices); a placement fits when some ``F(c, …, no next
+        stage, …)`` reaches the end."""
         full, partial = self.pair_reach(bottleneck)
         types = len(self.counts)
         vectors, previous_of, layers = _count_layers(self.counts, self.stages)
-        furthest = np.full((len(vectors), types + 1, 2, types + 1, 2), -1, dtype=np.int64)
-        furthest[0] = 0
-
+        flags = 1 if self.apart is None else 2
+        shape = (len(vectors), types + 1, 2, flags, types + 1, 2, flags)
+        furthest = np.full(shape, -1, dtype=np.int64)
+        furthest[0, :, :, 0] = 0
+        furthest[0, types, :, flags - 1] = 0
         for layer in layers:
             for k in range(types):
                 every = layer[vectors[layer, k] > 0]
@@ -1675,7 +1689,7 @@ class _Relaxation:
                 for sides in np.unique(kinds).tolist():
                     rows = every[kinds == sides]
                     self._extend_pairs(furthest, rows, previous_of[k][rows], k, sides, full, partial)
-            if (furthest[layer, :, :, types, :] >= self.last).any() or _past(deadline):
+            if (furthest[layer, :, :, :, types] >= self.last).any() or _past(deadline):
                 return True
         return False
 
@@ -1691,37 +1705,77 @@ class _Relaxation:
     ) -> None:
         """One step of :meth:`_feasible_with_pairs`: a stage of type ``k`` bringing the counts
         from ``previous`` to ``rows``; ``sides`` (2 · opens + fills) prices all it receives
-        and/or sends across hosts whatever the stages around it hold."""
+        and/or sends across hosts whatever the stages around it hold.
+
+        From a state (σ, φ, β) it receives across hosts when it opens its group, or with ``β``
+        from another group, or (not full) after a full stage on a link no faster than the
+        inter-host one; else a full one receives over the σ → κ link after a full stage. It
+        sends across hosts when it fills its group or commits ``γ`` to another group; else a
+        full one sends over the κ → ν link before a full stage. Not full, it keeps a ``γ`` it was
+        committed to (its next stage is in its group, or there is none); ``β`` stays on after a
+        stage of its group and is on after a full stage."""
         types = len(self.counts)
         opens, fills = bool(sides & 2), bool(sides & 1)
-        source = furthest[previous, :, :, k, :]  # rows × σ × φ × ψ
-        # where the step starts from, per (full, before, σ group): the same for every next type
-        # (the groups are the lists :meth:`pair_reach` made, alive through the call)
-        starts: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray] | None] = {}
-
-        def start(last: int, before: int, group: list[int]) -> tuple[np.ndarray, np.ndarray] | None:
-            key = (last, before, id(group))
-            if key not in starts:
-                position = None
-                if last:
-                    position = source[:, group, before, 1].max(axis=1)
-                elif fullness := self._fullness(group[0], k, opens, before):  # before: receives across hosts
-                    position = source[..., 0][:, group, :][:, :, fullness].max(axis=(1, 2))
-                starts[key] = None if position is None else (position >= 0, np.maximum(position, 0))
-            return starts[key]
-
+        flags = furthest.shape[3]
+        apart = np.zeros((types + 1, types + 1), dtype=bool) if self.apart is None else self.apart
+        source = furthest[previous][:, :, :, :, k]  # rows × σ × φ × β × ψ × γ
         for reach_of, last in ((partial, 0), (full, 1)):
+            # per (receiving code, reach list index): the furthest start per row, β after, γ before
+            starts: dict[tuple[int, int], np.ndarray] = {}
+            for key, sources in self._start_codes(k, last, opens, reach_of).items():
+                found = np.full((len(rows), flags, flags), -1, dtype=np.int64)
+                for after, (sigma, phi, beta) in sources.items():
+                    found[:, after] = source[:, sigma, phi, beta, last].max(axis=1)
+                if (found >= 0).any():
+                    starts[key] = found
+            if not starts:
+                continue
             for n in range(types + 1):
-                for following in (0, 1) if n < types else (0,):
-                    sends = 2 if fills else following
-                    best = np.full(len(rows), -1, dtype=np.int64)
-                    for before in (0, 1) if last else (0, 1) if self.sides is not None else (0,):
-                        receives = 2 if opens and last else before
-                        for reach, group in reach_of[k, n, sends, receives]:  # monotone: one gather a group
-                            found = start(last, before, group)
-                            if found is not None:
-                                np.maximum(best, np.where(found[0], reach[found[1]], -1), out=best)
-                    furthest[rows, k, last, n, following] = best
+                gathered: dict[int, np.ndarray] = {}  # per sending code: rows × β after × γ before
+                for following, committed in itertools.product((0, 1) if n < types else (0,), range(flags)):
+                    if committed and (n == types or (last and not apart[k, n])):
+                        continue  # no gain in committing (not full, it may keep a commitment)
+                    sends = 2 if fills or (committed and apart[k, n]) else following
+                    if sends not in gathered:
+                        reaches = [
+                            (reach_of[k, n, sends, receives][index][0], position)
+                            for (receives, index), position in starts.items()
+                        ]
+                        found = [np.where(position >= 0, reach[position], -1) for reach, position in reaches]
+                        gathered[sends] = np.max(found, axis=0)
+                    # a commitment made before binds a stage that is not full to its group
+                    kept = last or n == types or (committed and not apart[k, n])
+                    reached = gathered[sends] if kept else gathered[sends][..., :1]
+                    furthest[rows, k, last, :, n, following, committed] = reached.max(axis=2)
+
+    def _start_codes(self, k: int, last: int, opens: bool, reach_of: dict) -> dict:
+        """For :meth:`_extend_pairs`, the states (σ, φ, β) a stage of type ``k`` (full when
+        ``last``) extends, by how it is priced — ``(receiving code, index of σ's entry in the
+        reach lists)`` — and by its ``β`` after, as index arrays (σ, φ, β). The same for every
+        probe: kept."""
+        cache_key = (k, last, opens)
+        if cache_key in self._codes:
+            return self._codes[cache_key]
+        types = len(self.counts)
+        flags = 1 if self.apart is None else 2
+        apart = np.zeros((types + 1, types + 1), dtype=bool) if self.apart is None else self.apart
+        grouped: dict[tuple[int, int], dict[int, list[tuple[int, int, int]]]] = {}
+        for sigma, phi, beta in itertools.product(range(types + 1), (0, 1), range(flags)):
+            far = opens or bool(beta and apart[sigma, k])
+            if last:  # after a full stage the σ → κ link prices every crossing tensor
+                receives = 1 if phi else 2 if far else 0
+            else:
+                receives = int(far or (phi == 1 and self._far(self.pairs.link(sigma, k))))
+            after = min(flags - 1, int(last or (beta and not apart[sigma, k])))
+            listed = reach_of[k, 0, 0, receives]
+            index = next(i for i, (_, group) in enumerate(listed) if sigma in group)
+            grouped.setdefault((receives, index), {}).setdefault(after, []).append((sigma, phi, beta))
+        codes = {
+            key: {after: tuple(np.array(c) for c in zip(*found, strict=True)) for after, found in by.items()}
+            for key, by in grouped.items()
+        }
+        self._codes[cache_key] = codes
+        return codes
 
 
 def _host_groups(instance: Instance) -> tuple[np.ndarray, np.ndarray] | None:
