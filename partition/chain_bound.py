@@ -1718,7 +1718,7 @@ class _Relaxation:
         opens, fills = bool(sides & 2), bool(sides & 1)
         flags = furthest.shape[3]
         apart = np.zeros((types + 1, types + 1), dtype=bool) if self.apart is None else self.apart
-        source = furthest[previous][:, :, :, :, k]  # rows × σ × φ × β × ψ × γ
+        source = furthest[previous, :, :, :, k]  # rows × σ × φ × β × ψ × γ
         for reach_of, last in ((partial, 0), (full, 1)):
             # per (receiving code, reach list index): the furthest start per row, β after, γ before
             starts: dict[tuple[int, int], np.ndarray] = {}
