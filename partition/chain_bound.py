@@ -1386,7 +1386,8 @@ class _Relaxation:
         self._sent_over: dict[tuple[float, float], np.ndarray] = {}  # cell stages' sends, per link
         self._codes: dict[tuple[int, int, bool], dict] = {}  # the pair DP's start codes, per stage kind
         self.sides: list[np.ndarray] | None = None  # per type and count vector: 2 · opens + fills
-        self.apart: np.ndarray | None = None  # per two types (index ``types``: none): other groups of hosts
+        # per two types (index ``types``: none): in other groups of hosts (none without groups)
+        self.apart = np.zeros((len(self.counts) + 1,) * 2, dtype=bool)
         self.remote: tuple[float, float] | None = None  # the inter-host link (latency, s per byte)
         # (with overlap communication is dropped: the positions price none)
         priced = hosts and p.crossing is not None and not instance.options.overlap
@@ -1666,7 +1667,7 @@ class _Relaxation:
         across hosts, and one committing ``γ`` to another group sends everything across hosts
         (Inception-v2 on 2 × 8 A100 at k = 16: a full stage on one host, then a nested one and a
         full one on the other, whose sends the relaxation priced at NVLink). Without groups both
-        stay 0.
+        stay 0 (:attr:`_run_flags`).
 
         A stage of type κ extends the states committed to (κ, ψ): ``F(c + e_κ, κ, ψ, …) ≥
         max reach(F(c, σ, φ, β, κ, ψ, γ))`` with the full reach when ``ψ``, else the partial
@@ -1677,7 +1678,7 @@ class _Relaxation:
         full, partial = self.pair_reach(bottleneck)
         types = len(self.counts)
         vectors, previous_of, layers = _count_layers(self.counts, self.stages)
-        flags = 1 if self.apart is None else 2
+        flags = self._run_flags
         shape = (len(vectors), types + 1, 2, flags, types + 1, 2, flags)
         furthest = np.full(shape, -1, dtype=np.int64)
         furthest[0, :, :, 0] = 0
@@ -1717,7 +1718,7 @@ class _Relaxation:
         types = len(self.counts)
         opens, fills = bool(sides & 2), bool(sides & 1)
         flags = furthest.shape[3]
-        apart = np.zeros((types + 1, types + 1), dtype=bool) if self.apart is None else self.apart
+        apart = self.apart
         source = furthest[previous, :, :, :, k]  # rows × σ × φ × β × ψ × γ
         for reach_of, last in ((partial, 0), (full, 1)):
             # per (receiving code, reach list index): the furthest start per row, β after, γ before
@@ -1748,6 +1749,11 @@ class _Relaxation:
                     reached = gathered[sends] if kept else gathered[sends][..., :1]
                     furthest[rows, k, last, :, n, following, committed] = reached.max(axis=2)
 
+    @property
+    def _run_flags(self) -> int:
+        """The values β and γ of :meth:`_feasible_with_pairs` take: 2 with groups of hosts, else 1."""
+        return 2 if self.apart.any() else 1
+
     def _start_codes(self, k: int, last: int, opens: bool, reach_of: dict) -> dict:
         """For :meth:`_extend_pairs`, the states (σ, φ, β) a stage of type ``k`` (full when
         ``last``) extends, by how it is priced — ``(receiving code, index of σ's entry in the
@@ -1757,8 +1763,7 @@ class _Relaxation:
         if cache_key in self._codes:
             return self._codes[cache_key]
         types = len(self.counts)
-        flags = 1 if self.apart is None else 2
-        apart = np.zeros((types + 1, types + 1), dtype=bool) if self.apart is None else self.apart
+        flags, apart = self._run_flags, self.apart
         grouped: dict[tuple[int, int], dict[int, list[tuple[int, int, int]]]] = {}
         for sigma, phi, beta in itertools.product(range(types + 1), (0, 1), range(flags)):
             far = opens or bool(beta and apart[sigma, k])
