@@ -1394,10 +1394,9 @@ class _Relaxation:
         located = _host_groups(instance) if priced else None
         if located is not None:
             self.remote = _inter_host(instance)
-            self.across = _priced(p.crossing, self.remote)
             # on a relaxed cell nothing crosses that is known, yet ``send``/``recv`` charge what a
             # stage certainly exchanges there at the best link: the larger price holds
-            across = self.across[:, None]
+            across = _priced(p.crossing, self.remote)[:, None]
             sent, received = np.maximum(p.send, across), np.maximum(p.recv, across)
             self.remote_full_end = np.minimum.accumulate((p.end + sent)[::-1], axis=0)[::-1]
             self.remote_full_start = p.start - received
