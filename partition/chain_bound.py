@@ -64,9 +64,12 @@ stage between two cuts of one block paid only its compute: 16 × V100 at k = 16,
 exchanges there: ending in a cell it
 sends a tensor per branch it touches (it holds at least ``x_j − x_{i+1}`` of work and the join
 is not in its end's ideal), over the link to the next stage when that one is full (it reads
-every tensor crossing the end); ending at the boundary it holds the join and receives what
-its start's branch parts send (:meth:`_Builder.inner_stages`). With
-``--overlap`` communication is dropped (``max(compute, comm) ≥ compute``).
+every tensor crossing the end), and receives as many, or what a branch's first op reads from
+its start's ideal if that is less (an MoE expert's gather: the layer's hidden state; the 110k-op
+MoE at k = 64, 128 cells: 21.5020 → 21.5938 ms), over the inter-host link when it receives
+across hosts (:meth:`_Builder.head_inputs`); ending at the boundary it holds the join and
+receives what its start's branch parts send (:meth:`_Builder.inner_stages`). With ``--overlap``
+communication is dropped (``max(compute, comm) ≥ compute``).
 
 **Nested stages.** Inside an exact segment both ends of a stage that is not full are known
 ideals ``I ⊊ J`` of it (``J`` possibly the whole segment), and so is its cost: its compute,
@@ -167,6 +170,7 @@ _CELLS = 64
 _FINER = 2  # with a deadline and time left, the cells are refined by this factor, twice at most
 _RELATIVE_GAP = 1e-5  # bisection stops when the bracket is this tight ...
 _GAP_SHARE = 1e-3  # ... or below a known bottleneck, this share of the gap left to it
+_COARSE_SHARE = 1e-2  # ... or this share, in a pass of cells that a finer one may follow
 _GALLOP = 1e-3  # from a known bound, the bisection first probes this far above it, then twice as far …
 _OPTIMAL = 1e-7  # first probe just below ``upper``: proves it optimal when infeasible
 _NO_CHAIN = 0.5  # the broadcast relaxation is tried when one segment holds more of the ops
@@ -233,12 +237,17 @@ class _Inner:
     over those segments: ``first``, the row of each one's first cell; from start cell ``i``,
     what a stage ending in cell ``j`` certainly sends (``send``: segments × i × j × types on each
     type's best link; ``sent``: the raw (count, bytes)), and what one reaching the boundary
-    after certainly receives (``received``: segments × i × types)."""
+    after certainly receives (``received``: segments × i × types). Such a stage receives at
+    least the smaller of what it sends and what a branch's first op reads from before the
+    start (``heads``: segments × i × (count, bytes); ``head_time``: segments × i × types on
+    each type's best link)."""
 
     first: np.ndarray
     send: np.ndarray
     sent: np.ndarray
     received: np.ndarray
+    heads: np.ndarray
+    head_time: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -390,7 +399,7 @@ class _Builder:
         self.repeats: dict[tuple, object] = {}
         self.cells = _CELLS  # per relaxed segment
         self.branches: dict[int, _Branches | None] = {}
-        self.cell_stages: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []  # see _Inner
+        self.cell_stages: list[tuple[np.ndarray | int, ...]] = []  # see _Inner
         self.upper = np.inf  # stages slower than this need no pricing (the bisection stays below it)
         # types that share op times and best links (one type on two hosts) price nested stages once
         signature = np.vstack([self.times, self.latency[None, :], self.bandwidth[None, :]]).T
@@ -1048,12 +1057,14 @@ class _Builder:
 
     def inner_stages(
         self, b: int, lo: int, hi: int, work: np.ndarray, cuts: np.ndarray, branches: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    ) -> tuple[np.ndarray, ...] | None:
         """What a stage that starts in a cell of segment ``b`` and ends by the boundary after it
         certainly exchanges, for :meth:`_Relaxation.cell_limits` (``None`` without branches):
 
         - ending in cell ``j ≥ i`` it sends one tensor per branch it touches (it holds at least
-          ``x_j − x_{i+1}`` of work, inside an ideal worth at most ``x_{j+1}``);
+          ``x_j − x_{i+1}`` of work, inside an ideal worth at most ``x_{j+1}``), and receives
+          at least as much or what a branch's first op reads from its start's ideal
+          (:meth:`head_inputs`), whichever is less;
         - ending at the boundary it holds the join, so it receives every tensor the branches'
           parts in its start's ideal ``P`` send out (the rest of each branch lies between ``P``
           and the join): ``branches``, per cell and type, as :meth:`branch_comm` prices them."""
@@ -1065,7 +1076,65 @@ class _Builder:
         sent = self.branch_tensors(b, lo, hi, work, held, upper)  # i × j × (count, bytes)
         send = self.comm(sent[..., 1], sent[..., 0])  # i × j × types
         send[np.tril_indices(g, -1)] = np.inf  # a stage never ends before it starts
-        return send, sent, branches
+        heads = self.head_inputs(b, lo, hi, work, cuts)
+        return send, sent, branches, heads, self.comm(heads[:, 1], heads[:, 0])
+
+    def head_inputs(self, b: int, lo: int, hi: int, work: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+        """Per cell, (count, bytes) at most of the tensors a first op of a branch (one with no
+        predecessor in its branch) reads from ops certainly in a cut's ideal ``P`` there (the
+        fewest and the smallest over those ops; an MoE expert's gather reads the layer's
+        normalised hidden state and its routes).
+
+        A stage ``S`` from ``P`` touching a branch holds an op of it whose predecessors in the
+        branch are all in ``P``. Unless that op is a first op, it reads a tensor made in the
+        branch, which ``S`` receives — one per branch touched, at least the least tensor of the
+        branch, as :meth:`branch_tensors` counts what ``S`` sends. If it is a first op, ``S``
+        receives what it reads from ``P``. So ``S`` receives at least the smaller of the two."""
+        found = self.segment_branches(b, lo, hi)
+        assert found is not None
+        predecessors = found.predecessors
+        firsts = [
+            v
+            for v in np.flatnonzero(found.label >= 0).tolist()
+            if not any(found.label[u] == found.label[v] for u in predecessors[v])
+        ]
+        pairs = self.pairs_by_segment[b]
+        tensors, readers = self.pair_tensor[pairs], self.pair_op[pairs] - lo
+        makers = self.producer[tensors] - lo
+        successors: list[list[int]] = [[] for _ in range(hi - lo)]
+        for v, preds in enumerate(predecessors):
+            for u in preds:
+                successors[u].append(v)
+        held_from: dict[int, float] = {}  # per maker: the work above which every ideal holds it
+
+        def holds_from(maker: int) -> float:
+            if maker not in held_from:
+                descendants = np.zeros(hi - lo, dtype=bool)
+                descendants[maker] = True
+                stack = [maker]
+                while stack:
+                    for v in successors[stack.pop()]:
+                        if not descendants[v]:
+                            descendants[v] = True
+                            stack.append(v)
+                head = maker == 0 and bool(self.heads[lo])
+                held_from[maker] = -np.inf if head else float(work[~descendants].sum()) * (1 + 1e-9)
+            return held_from[maker]
+
+        count = np.full(len(cuts) - 1, np.inf)
+        size = np.full(len(cuts) - 1, np.inf)
+        for v in firsts:
+            inputs = np.flatnonzero(readers == v)
+            inputs = inputs[found.label[makers[inputs]] != found.label[v]]
+            read = np.zeros((len(cuts) - 1, 2))
+            for t in np.unique(tensors[inputs]).tolist():
+                maker = int(self.producer[t]) - lo
+                certain = cuts[:-1] > holds_from(maker)
+                read[certain] += (1.0, float(self.size[t]))
+            count, size = np.minimum(count, read[:, 0]), np.minimum(size, read[:, 1])
+        if not firsts:
+            count[:], size[:] = 0.0, 0.0
+        return np.stack([count, size], axis=-1)
 
     def work_curves(self, b: int, lo: int, hi: int, reference: int) -> tuple[list, list]:
         """Per type, the breakpoints ``(xs, ys)`` of ``L_τ`` (least time of an ideal of the
@@ -1384,6 +1453,7 @@ class _Relaxation:
         self.last = len(p.end) - 1
         self._nested: dict[tuple[float, int, int], np.ndarray] = {}  # the last probe's, per type and sides
         self._sent_over: dict[tuple[float, float], np.ndarray] = {}  # cell stages' sends, per link
+        self._received: dict[tuple[int, bool], np.ndarray] = {}  # and receipts, per type and side
         self._codes: dict[tuple[int, int, bool], dict] = {}  # the pair DP's start codes, per stage kind
         self.sides: list[np.ndarray] | None = None  # per type and count vector: 2 · opens + fills
         # per two types (index ``types``: none): in other groups of hosts (none without groups)
@@ -1502,13 +1572,11 @@ class _Relaxation:
         cells = inner.send.shape[1]
         rows = inner.first[:, None] + np.arange(cells)[None, :]  # segments × cells
         start = self.positions.start[rows, kind]
-        if link is None:
-            sending = inner.send[..., kind]
-        else:  # the same for every probe
-            sending = self._sent_over.get(link)
-            if sending is None:
-                sending = self._sent_over[link] = _priced(inner.sent, link)
-        within = end[rows][:, None, :] - start[:, :, None] + sending <= bottleneck  # s × i × j
+        sending = inner.send[..., kind] if link is None else self._priced_sends(link)
+        cost = self._received_inside(kind, bool(sides & 2)) + sending  # s × i × j
+        cost += end[rows][:, None, :]
+        cost -= start[:, :, None]
+        within = cost <= bottleneck
         within[:, *np.tril_indices(cells, -1)] = False  # a stage never ends before it starts
         furthest = np.where(within.any(axis=2), cells - 1 - within[:, :, ::-1].argmax(axis=2), -1)
         boundary = inner.first + cells
@@ -1517,6 +1585,29 @@ class _Relaxation:
             to_boundary, boundary[:, None], np.where(furthest >= 0, rows - np.arange(cells) + furthest, -1)
         )
         return limits
+
+    def _received_inside(self, kind: int, across: bool) -> np.ndarray:
+        """What a stage of type ``kind`` inside a relaxed segment certainly receives (segments ×
+        start cell × end cell; :class:`_Inner`), on ``kind``'s best link or, ``across``, over the
+        inter-host link: the same for every probe, so kept."""
+        key = (kind, across and self.remote is not None)
+        if key not in self._received:
+            inner = self.positions.inner
+            assert inner is not None
+            if key[1]:
+                heads = _priced(inner.heads, self.remote)
+                self._received[key] = np.minimum(self._priced_sends(self.remote), heads[..., None])
+            else:
+                self._received[key] = np.minimum(inner.send[..., kind], inner.head_time[..., kind, None])
+        return self._received[key]
+
+    def _priced_sends(self, link: tuple[float, float]) -> np.ndarray:
+        """What stages inside relaxed segments certainly send (:attr:`_Inner.sent`) over ``link``
+        (latency, seconds per byte): the same for every probe, so kept per link."""
+        if link not in self._sent_over:
+            assert self.positions.inner is not None
+            self._sent_over[link] = _priced(self.positions.inner.sent, link)
+        return self._sent_over[link]
 
     def _full_reach(self, bottleneck: float, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """The furthest position a full stage reaches from each (a running maximum), given the
@@ -1982,20 +2073,30 @@ def chain_lower_bound(
             began = time.perf_counter()
             positions, relaxed = ranked or _positions(builder, reference)
             building = building if ranked else time.perf_counter() - began
+            # a finer pass gallops up from this one's bound: no need to pin it down as closely
+            # (the MoE's pair bisection at 64 cells: 17 probes, 0.55 s each) ...
+            refined = deadline is not None and relaxed and builder.cells < _CELLS * _FINER**2
+            share = _COARSE_SHARE if refined else _GAP_SHARE
+            # ... and the first pass tries to prove ``upper`` optimal: a finer one's probes gallop
+            first = builder.cells == _CELLS
             # the relaxation without the handed tensors' links is far cheaper: its value brackets
             # the bisection of the one with them from below
             for links in (pairs,) if ranked else (None, pairs) if pairs is not None else (None,):
                 if links is not None and _past(deadline):
                     return best  # its first probes, near the incumbent and at the floor, are not timed
                 relaxation = _Relaxation(instance, positions, links, hosts=True)
-                values[reference] = _bisect(relaxation, best, upper, deadline, give_up)
+                values[reference] = _bisect(relaxation, best, upper, deadline, give_up, share, first)
                 best = builder.proven = max(best, values[reference])
             if not relaxed or _past(deadline):
                 return best
+        # a finer pass that cannot finish still raises the bound (its probes gallop up from this
+        # one's), so when nothing but the time limit follows (``give_up``) it starts with any
+        # time left (the MoE under ``anytime``: 21.46 → 21.53 ms), else with half a pass's
+        followed = give_up is None
         if (
             deadline is None
             or builder.cells >= _CELLS * _FINER**2
-            or deadline - time.perf_counter() < (time.perf_counter() - started) / 2  # too little for a pass
+            or (followed and deadline - time.perf_counter() < (time.perf_counter() - started) / 2)
             or (upper is not None and best >= upper * (1 - _OPTIMAL))
         ):
             return best
@@ -2118,12 +2219,16 @@ def _bisect(
     upper: float | None,
     deadline: float | None,
     give_up: float | None = None,
+    share: float = _GAP_SHARE,
+    optimal_first: bool = True,
 ) -> float:
     """The largest value found infeasible above ``floor`` (``floor`` when there is none); no
-    probe starts after ``deadline``, and one still running at ``give_up`` stops, proving nothing."""
+    probe starts after ``deadline``, and one still running at ``give_up`` stops, proving nothing.
+    Below a known ``upper`` the bisection stops within ``share`` of the gap to it, and tries to
+    prove ``upper`` optimal first unless told not to (:func:`_bisect_below`)."""
     feasible = functools.partial(relaxation.feasible, deadline=give_up)
     if upper is not None and np.isfinite(upper):
-        return _bisect_below(feasible, floor, upper, deadline)
+        return _bisect_below(feasible, floor, upper, deadline, share, optimal_first)
     if floor > 0 and feasible(floor):
         return floor
     lower, high = floor, max(floor, float(relaxation.positions.end[-1].min()) / relaxation.stages) or 1.0
@@ -2140,21 +2245,27 @@ def _past(deadline: float | None) -> bool:
 
 
 def _bisect_below(
-    feasible: Callable[[float], bool], floor: float, upper: float, deadline: float | None
+    feasible: Callable[[float], bool],
+    floor: float,
+    upper: float,
+    deadline: float | None,
+    share: float = _GAP_SHARE,
+    optimal_first: bool = True,
 ) -> float:
     """The largest value ``feasible`` rejects in ``[floor, upper)``, found by bisection
     (``floor``, a known bound, when none is); the probe at ``floor`` comes first (admitted, so is
-    everything above it: one probe where another relaxation proved more), then one just below
-    ``upper``, which proves ``upper`` optimal when it is rejected. From a known ``floor`` the
-    probes then gallop up (:data:`_GALLOP`, doubling) until one is admitted, so that under a
-    deadline every probe made raises the bound: a finer pass usually adds a fraction of a percent
-    (the MoE's 128 cells: 21.44 → 21.50 ms), which bisecting the whole gap left (8%) reaches only
-    after a few probes near the incumbent, 0.6 s each there."""
+    everything above it: one probe where another relaxation proved more), then, with
+    ``optimal_first``, one just below ``upper``, which proves ``upper`` optimal when it is
+    rejected. From a known ``floor`` the probes then gallop up (:data:`_GALLOP`, doubling) until
+    one is admitted, so that under a deadline every probe made raises the bound: a finer pass
+    usually adds a fraction of a percent (the MoE's 128 cells: 21.44 → 21.50 ms), which
+    bisecting the whole gap left (8%) reaches only after a few probes near the incumbent, 0.6 s
+    each there."""
     if floor > 0 and feasible(floor):
         return floor
-    if not feasible(upper / (1 + _OPTIMAL)):
+    if optimal_first and not feasible(upper / (1 + _OPTIMAL)):
         return upper / (1 + _OPTIMAL) * (1 - _SAFETY)  # ``upper`` is optimal within solve's tolerance
-    return max(floor, _narrowed(feasible, floor, upper, deadline, upper) * (1 - _SAFETY))
+    return max(floor, _narrowed(feasible, floor, upper, deadline, upper, share) * (1 - _SAFETY))
 
 
 def _narrowed(
@@ -2163,9 +2274,10 @@ def _narrowed(
     high: float,
     deadline: float | None,
     upper: float | None = None,
+    share: float = _GAP_SHARE,
 ) -> float:
     """``lower`` raised, and ``high`` lowered, by bisection until they are within
-    :data:`_RELATIVE_GAP`, or below a known bottleneck ``upper`` within :data:`_GAP_SHARE` of
+    :data:`_RELATIVE_GAP`, or below a known bottleneck ``upper`` within ``share`` of
     the gap ``upper − lower`` (the gap the bound certifies moves by as little: 8.00% against
     8.01%, where a probe of the chain bound on the 110k-op MoE takes 0.3 s), or until the deadline
     would pass during the next probe (taken to last as long as the one before); ``lower`` stays
@@ -2173,7 +2285,7 @@ def _narrowed(
     (:data:`_GALLOP` above, then twice as far …) until one is admitted."""
     probe = 0.0
     step = _GALLOP if upper is not None and lower > 0 else 0.0
-    while high - lower > max(_RELATIVE_GAP * high, 0.0 if upper is None else _GAP_SHARE * (upper - lower)):
+    while high - lower > max(_RELATIVE_GAP * high, 0.0 if upper is None else share * (upper - lower)):
         if deadline is not None and time.perf_counter() + probe > deadline:
             break
         started = time.perf_counter()
