@@ -1020,10 +1020,6 @@ class _Builder:
         join_out = self.join_outside(found, work, cuts[1:])
         made = self.by_segment[b]
         pairs = self.pairs_by_segment[b]
-        successors: list[list[int]] = [[] for _ in range(hi - lo)]
-        for v, preds in enumerate(found.predecessors):
-            for u in preds:
-                successors[u].append(v)
         mine = found.label[self.producer[made] - lo] >= 0
         smallest = self.least_tensors(b, lo, hi, found)
         least = self.comm(np.where(np.isfinite(smallest), smallest, 0.0), np.isfinite(smallest).astype(float))
@@ -1035,15 +1031,8 @@ class _Builder:
             read_by = found.label[readers[inside]]
             if tensor in always or maker == found.join or not (read_by >= 0).any():
                 continue
-            descendants = np.zeros(hi - lo, dtype=bool)
-            stack = [maker]
-            while stack:
-                for v in successors[stack.pop()]:
-                    if not descendants[v]:
-                        descendants[v] = True
-                        stack.append(v)
-            descendants[maker] = True
-            held = (maker == 0 and self.heads[lo]) | (cuts[:-1] > work[~descendants].sum() * (1 + 1e-9))
+            holding = _holding_work(found.predecessors, work, maker)
+            held = (maker == 0 and self.heads[lo]) | (cuts[:-1] > holding)
             cost = self.comm(self.size[tensor], 1.0)[None, :] + branches
             touched = least[np.unique(read_by[read_by >= 0])].sum(axis=0)
             in_block = np.minimum(cost, np.maximum(touched[None, :], branches))  # its readers in it
@@ -1101,24 +1090,12 @@ class _Builder:
         pairs = self.pairs_by_segment[b]
         tensors, readers = self.pair_tensor[pairs], self.pair_op[pairs] - lo
         makers = self.producer[tensors] - lo
-        successors: list[list[int]] = [[] for _ in range(hi - lo)]
-        for v, preds in enumerate(predecessors):
-            for u in preds:
-                successors[u].append(v)
         held_from: dict[int, float] = {}  # per maker: the work above which every ideal holds it
 
         def holds_from(maker: int) -> float:
             if maker not in held_from:
-                descendants = np.zeros(hi - lo, dtype=bool)
-                descendants[maker] = True
-                stack = [maker]
-                while stack:
-                    for v in successors[stack.pop()]:
-                        if not descendants[v]:
-                            descendants[v] = True
-                            stack.append(v)
                 head = maker == 0 and bool(self.heads[lo])
-                held_from[maker] = -np.inf if head else float(work[~descendants].sum()) * (1 + 1e-9)
+                held_from[maker] = -np.inf if head else _holding_work(predecessors, work, maker)
             return held_from[maker]
 
         count = np.full(len(cuts) - 1, np.inf)
@@ -1220,6 +1197,24 @@ def _components(predecessors: list[list[int]], keep: np.ndarray) -> list[np.ndar
             if keep[u] and keep[v]:
                 found.union(u, v)
     return [np.array(group) for group in found.groups() if keep[group[0]]]
+
+
+def _holding_work(predecessors: list[list[int]], work: np.ndarray, maker: int) -> float:
+    """The work above which every ideal of a segment (ops in local indices, ``predecessors``
+    within it, ``work`` per op) holds ``maker``: one without it holds none of its descendants."""
+    successors: list[list[int]] = [[] for _ in predecessors]
+    for v, preds in enumerate(predecessors):
+        for u in preds:
+            successors[u].append(v)
+    descendants = np.zeros(len(predecessors), dtype=bool)
+    descendants[maker] = True
+    stack = [maker]
+    while stack:
+        for v in successors[stack.pop()]:
+            if not descendants[v]:
+                descendants[v] = True
+                stack.append(v)
+    return float(work[~descendants].sum()) * (1 + 1e-9)
 
 
 def _priced(amounts: np.ndarray, link: tuple[float, float]) -> np.ndarray:
