@@ -63,9 +63,12 @@ stage between two cuts of one block paid only its compute: 16 × V100 at k = 16,
 0.1543 ms). From a cell of a segment with branches it also pays what it certainly
 exchanges there: ending in a cell it
 sends a tensor per branch it touches (it holds at least ``x_j − x_{i+1}`` of work and the join
-is not in its end's ideal), over the link to the next stage when that one is full (it reads
-every tensor crossing the end), and receives as many, or what a branch's first op reads from
-its start's ideal if that is less (an MoE expert's gather: the layer's hidden state; the 110k-op
+is not in its end's ideal) and at least what its parts of the branches send (each branch's
+lower convex hull of (work, bytes) over its parts ``D₂ \\ D₁``, a fractional knapsack: an
+expert's output once it holds all of it; :func:`_parts_hull`), over the link to the next stage
+when that one is full (it reads every tensor crossing the end), and receives one least tensor
+per branch it touches, or what a branch's first op reads from its start's ideal if that is
+less (an MoE expert's gather: the layer's hidden state; the 110k-op
 MoE at k = 64, 128 cells: 21.5020 → 21.5938 ms), over the inter-host link when it receives
 across hosts (:meth:`_Builder.head_inputs`); ending at the boundary it holds the join and
 receives what its start's branch parts send (:meth:`_Builder.inner_stages`). With ``--overlap``
@@ -236,15 +239,18 @@ class _Inner:
     """Stages inside the relaxed segments with branches (:meth:`_Builder.inner_stages`), stacked
     over those segments: ``first``, the row of each one's first cell; from start cell ``i``,
     what a stage ending in cell ``j`` certainly sends (``send``: segments × i × j × types on each
-    type's best link; ``sent``: the raw (count, bytes)), and what one reaching the boundary
-    after certainly receives (``received``: segments × i × types). Such a stage receives at
-    least the smaller of what it sends and what a branch's first op reads from before the
-    start (``heads``: segments × i × (count, bytes); ``head_time``: segments × i × types on
-    each type's best link)."""
+    type's best link; ``sent``: the raw (count, bytes)), the least tensor of each branch it
+    touches (``touched``, raw; ``touched_time`` on each type's best link), and what one reaching
+    the boundary after certainly receives (``received``: segments × i × types). Such a stage
+    receives at least the smaller of its touched tensors and what a branch's first op reads from
+    before the start (``heads``: segments × i × (count, bytes); ``head_time``: segments × i ×
+    types on each type's best link)."""
 
     first: np.ndarray
     send: np.ndarray
     sent: np.ndarray
+    touched: np.ndarray
+    touched_time: np.ndarray
     received: np.ndarray
     heads: np.ndarray
     head_time: np.ndarray
@@ -806,7 +812,7 @@ class _Builder:
         touched = self.touched_branches(b, lo, hi, times[:, reference], cuts)  # cells × (count, bytes)
         branches = self.branch_comm(b, lo, hi, reference, cuts[:-1], cuts[1:])  # cells × types
         branches, received = self.shared_inputs(b, lo, hi, reference, cuts, branches, always)
-        stages = self.inner_stages(b, lo, hi, times[:, reference], cuts, received)
+        stages = self.inner_stages(b, lo, hi, reference, cuts, received)
         interior = self.comm(self.size[always].sum(), float(len(always)))[None, :] + np.maximum(
             extra[None, :], branches
         )
@@ -938,11 +944,39 @@ class _Builder:
         """Per type, breakpoints ``(work, time)`` of the least communication of the branches'
         parts in an ideal (see :meth:`branch_comm`); a branch with more than
         :data:`_GROUP_IDEALS` ideals counts its least tensor spread over its work."""
-        found = self.segment_branches(b, lo, hi)
         times = self.times[lo:hi]
+        pieces = []
+        for members, masks, shape in self._branch_shapes(b, lo, hi):
+            key = ("comm", masks, shape, times[members].tobytes(), reference)
+            if key not in self.hull_cache:
+                self.hull_cache[key] = self._branch_comm_hull(masks, shape, times[members], reference)
+            pieces.append(self.hull_cache[key])
+        return [_knapsack(_joined([piece[t] for piece in pieces])) for t in range(times.shape[1])]
+
+    def sends_curve(self, b: int, lo: int, hi: int, reference: int) -> tuple[np.ndarray, np.ndarray]:
+        """Breakpoints ``(work, bytes)`` of the least a set of the branches' ops sends out of
+        itself, each branch met in a *part* ``D₂ \\ D₁`` of two of its ideals (what a stage
+        inside the segment holds of it; see :meth:`inner_stages`), relaxed to a fractional
+        knapsack over each branch's lower convex hull of (work, bytes) over its parts."""
+        work = self.times[lo:hi, reference]
+        pieces = []
+        for members, masks, shape in self._branch_shapes(b, lo, hi):
+            key = ("sends", masks, shape, work[members].tobytes())
+            if key not in self.hull_cache:
+                self.hull_cache[key] = _parts_hull(masks, shape, work[members])
+            pieces.append(self.hull_cache[key])
+        return _knapsack(_joined(pieces))
+
+    def _branch_shapes(self, b: int, lo: int, hi: int) -> list[tuple[np.ndarray, tuple, tuple]]:
+        """Per branch of segment ``b``: its ops (local indices), their predecessor bitmasks
+        within the branch, and its tensors as sorted (producer position, bytes, readers mask in
+        the branch, read by the join or beyond the segment) — a branch's shape, which keys the
+        hulls built from it (an MoE layer's 256 experts are one shape)."""
+        found = self.segment_branches(b, lo, hi)
+        assert found is not None
         pairs = self.pairs_by_segment[b]
         tensors, readers = self.pair_tensor[pairs], self.pair_op[pairs] - lo
-        pieces: list[list[tuple[np.ndarray, np.ndarray]]] = []
+        shapes = []
         for head in found.feeding:
             members = np.flatnonzero(found.label == head)
             position = np.full(hi - lo, -1, dtype=np.int64)
@@ -961,12 +995,8 @@ class _Builder:
                 sum(1 << int(position[u]) for u in found.predecessors[int(v)] if position[u] >= 0)
                 for v in members
             )
-            shape = tuple(tuple(entry) for entry in sorted(outputs.values()))
-            key = ("comm", masks, shape, times[members].tobytes(), reference)
-            if key not in self.hull_cache:
-                self.hull_cache[key] = self._branch_comm_hull(masks, shape, times[members], reference)
-            pieces.append(self.hull_cache[key])
-        return [_knapsack(_joined([piece[t] for piece in pieces])) for t in range(times.shape[1])]
+            shapes.append((members, masks, tuple(tuple(entry) for entry in sorted(outputs.values()))))
+        return shapes
 
     def _branch_comm_hull(
         self, masks: tuple[int, ...], outputs: tuple, times: np.ndarray, reference: int
@@ -1045,28 +1075,38 @@ class _Builder:
         return cut, received
 
     def inner_stages(
-        self, b: int, lo: int, hi: int, work: np.ndarray, cuts: np.ndarray, branches: np.ndarray
+        self, b: int, lo: int, hi: int, reference: int, cuts: np.ndarray, branches: np.ndarray
     ) -> tuple[np.ndarray, ...] | None:
         """What a stage that starts in a cell of segment ``b`` and ends by the boundary after it
         certainly exchanges, for :meth:`_Relaxation.cell_limits` (``None`` without branches):
 
         - ending in cell ``j ≥ i`` it sends one tensor per branch it touches (it holds at least
-          ``x_j − x_{i+1}`` of work, inside an ideal worth at most ``x_{j+1}``), and receives
-          at least as much or what a branch's first op reads from its start's ideal
-          (:meth:`head_inputs`), whichever is less;
+          ``x_j − x_{i+1}`` of work, inside an ideal worth at most ``x_{j+1}``), and at least
+          the bytes its parts of the branches send (:meth:`sends_curve`; the 110k-op MoE at
+          k = 64, chain bound alone in 40 s: 21.6120 → 21.6762 ms); it receives at least the
+          least tensor of each branch it touches or what a branch's first op reads from its
+          start's ideal (:meth:`head_inputs`), whichever is less;
         - ending at the boundary it holds the join, so it receives every tensor the branches'
           parts in its start's ideal ``P`` send out (the rest of each branch lies between ``P``
           and the join): ``branches``, per cell and type, as :meth:`branch_comm` prices them."""
-        if self.segment_branches(b, lo, hi) is None:
+        found = self.segment_branches(b, lo, hi)
+        if found is None:
             return None
+        work = self.times[lo:hi, reference]
         g = len(cuts) - 1
         held = cuts[None, :-1] - cuts[1:, None]  # start cell i (rows) × end cell j (columns)
         upper = np.broadcast_to(cuts[None, 1:], (g, g))
-        sent = self.branch_tensors(b, lo, hi, work, held, upper)  # i × j × (count, bytes)
+        touched = self.branch_tensors(b, lo, hi, work, held, upper)  # i × j × (count, bytes)
+        need = np.maximum(held - float(work[found.label < 0].sum()) - _SAFETY * float(work.sum()), 0.0)
+        parts = np.interp(need, *self.sends_curve(b, lo, hi, reference))
+        parts[~self.join_outside(found, work, upper)] = 0.0
+        sent = touched.copy()
+        sent[..., 1] = np.maximum(touched[..., 1], parts)
         send = self.comm(sent[..., 1], sent[..., 0])  # i × j × types
         send[np.tril_indices(g, -1)] = np.inf  # a stage never ends before it starts
         heads = self.head_inputs(b, lo, hi, work, cuts)
-        return send, sent, branches, heads, self.comm(heads[:, 1], heads[:, 0])
+        reads = self.comm(touched[..., 1], touched[..., 0])
+        return send, sent, touched, reads, branches, heads, self.comm(heads[:, 1], heads[:, 0])
 
     def head_inputs(self, b: int, lo: int, hi: int, work: np.ndarray, cuts: np.ndarray) -> np.ndarray:
         """Per cell, (count, bytes) at most of the tensors a first op of a branch (one with no
@@ -1273,6 +1313,32 @@ def _lower_hull(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]
         hull.append((x, y))
     corners = np.array(hull)
     return np.diff(corners[:, 0]), np.diff(corners[:, 1])
+
+
+def _parts_hull(masks: tuple[int, ...], outputs: tuple, work: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Segments of one branch's lower convex hull of (work, bytes sent out) over its *parts*
+    ``C = D₂ \\ D₁``, ``D₁ ⊆ D₂`` ideals of it (``C = ∅`` the origin). ``C`` sends each tensor
+    made in it and read outside ``D₂`` (nothing in ``D₁`` reads it: ``D₁`` is an ideal without
+    its producer) or by the join or beyond the segment. Past :data:`_GROUP_IDEALS` ideals, the
+    least tensor spread over the branch's work (a part holding work sends at least one)."""
+    total = float(work.sum())
+    if total <= 0 or not outputs:
+        return np.zeros(0), np.zeros(0)  # no work that a stage must hold, or nothing to send
+    ideals = _downsets(masks, _GROUP_IDEALS)
+    if ideals is None:
+        return np.array([total]), np.array([min(size for _, size, _, _ in outputs)])
+    inside = np.array([[ideal >> i & 1 for i in range(len(masks))] for ideal in ideals], dtype=bool)
+    sent = np.zeros((len(ideals), len(masks)))  # per ideal D₂ and producer: the bytes leaving D₂
+    for producer, bytes_, readers, beyond in outputs:
+        leaves = np.array([beyond or bool(readers & ~ideal) for ideal in ideals])
+        sent[:, producer] += (inside[:, producer] & leaves) * bytes_
+    held = inside.astype(float) @ work
+    # bytes[D₁, D₂]: what D₂ sends but its producers in D₁
+    bytes_ = np.maximum(sent.sum(axis=1)[None, :] - inside.astype(float) @ sent.T, 0.0)
+    np.fill_diagonal(bytes_, 0.0)  # D₁ = D₂: the empty part, exactly the origin
+    nested = np.array([[d1 & ~d2 == 0 for d2 in ideals] for d1 in ideals])
+    parts_work = held[None, :] - held[:, None]
+    return _lower_hull(parts_work[nested], bytes_[nested])
 
 
 def _bit_tables(values: np.ndarray) -> np.ndarray:
@@ -1591,9 +1657,10 @@ class _Relaxation:
             assert inner is not None
             if key[1]:
                 heads = _priced(inner.heads, self.remote)
-                self._received[key] = np.minimum(self._priced_sends(self.remote), heads[..., None])
+                self._received[key] = np.minimum(_priced(inner.touched, self.remote), heads[..., None])
             else:
-                self._received[key] = np.minimum(inner.send[..., kind], inner.head_time[..., kind, None])
+                touched = inner.touched_time[..., kind]
+                self._received[key] = np.minimum(touched, inner.head_time[..., kind, None])
         return self._received[key]
 
     def _priced_sends(self, link: tuple[float, float]) -> np.ndarray:

@@ -230,6 +230,26 @@ def test_stages_inside_an_moe_layer_pay_for_whole_experts(monkeypatch) -> None:
     assert bound <= partition.solve(instance, "anytime", time_limit=10).bottleneck
 
 
+def _no_parts(masks: tuple[int, ...], outputs: tuple, work: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return np.array([max(float(work.sum()), 1e-300)]), np.array([0.0])
+
+
+def test_a_stage_inside_the_experts_sends_what_its_parts_of_them_send(monkeypatch) -> None:
+    # 16 experts, MI300X, H100 and A100 hosts of two at k = 6, every segment relaxed to cells: a
+    # stage inside the experts holding most of their work holds whole experts and sends their
+    # outputs, not one gated product per expert it touches (the hulls of ``_parts_hull``)
+    graph = synthetic.moe_graph(
+        layers=1, experts=16, hidden=1024, expert_intermediate=1024, top_k=2, vocab=1000, seq=8192
+    )
+    instance = partition.build_instance(graph, synthetic.hetero_cluster(3, 2), partition.Options(stages=6))
+    monkeypatch.setattr(chain_bound, "_EXACT_OPS", 0)
+    bound = chain_lower_bound(instance)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(chain_bound, "_parts_hull", _no_parts)
+        assert bound > 1.005 * chain_lower_bound(instance)  # 1.0093
+    assert bound <= partition.solve(instance, "anytime", time_limit=5).bottleneck
+
+
 def test_layers_of_one_shape_are_relaxed_once(monkeypatch) -> None:
     # Three MoE layers, every segment relaxed to cells: segments of one shape (the layers'
     # repeated blocks) are relaxed once per reference type, and the bound is that of relaxing
