@@ -21,8 +21,14 @@ def register(verbs: argparse._SubParsersAction) -> None:
         help=f"auto (default) or one of: {', '.join(solver_names())}",
     )
     parser.add_argument("--time-limit", type=float, metavar="S", help="seconds for the solver")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the randomised searches: with one thread and a time limit no search reaches,"
+        " the same input gives byte-identical output",
+    )
+    parser.add_argument("--threads", type=int, default=1, help="solver threads (CP-SAT workers; default 1)")
     add_output(parser, "placement JSON")
     add_quiet(parser)
     parser.set_defaults(run=run)
