@@ -22,10 +22,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-# Thousands of generated instances through every solver, and the loaders fuzzed, for a bounded time.
+# Thousands of generated instances through every solver, the loaders fuzzed, and the chain bound
+# against brute force on hundreds of small graphs, for a bounded time.
 fuzz: $(STAMP)
-	PARTITION_PROPERTY_EXAMPLES=2000 PARTITION_FUZZ_EXAMPLES=3000 timeout 1800 \
-		$(BIN)/python -m pytest tests/test_properties.py tests/test_fuzz_loaders.py -p no:cacheprovider
+	PARTITION_PROPERTY_EXAMPLES=2000 PARTITION_FUZZ_EXAMPLES=3000 PARTITION_BOUND_EXAMPLES=200 timeout 2700 \
+		$(BIN)/python -m pytest tests/test_properties.py tests/test_fuzz_loaders.py tests/test_chain_bound.py \
+		-p no:cacheprovider
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

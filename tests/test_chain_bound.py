@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,7 +21,9 @@ from partition.chain_bound import chain_lower_bound, dominators
 from partition.solvers import get_solver
 from partition.solvers.base import Settings
 
-cases = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# brute-force cross-checks: a few dozen examples each in ``make test``, more in ``make fuzz``
+EXAMPLES = int(os.environ.get("PARTITION_BOUND_EXAMPLES", "20"))
+cases = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # exact ideals, every segment relaxed to cells, and very coarse cells
 MODES = ({}, {"_EXACT_OPS": 0}, {"_EXACT_OPS": 0, "_CELLS": 2})
 

@@ -31,7 +31,7 @@ def _runnable(instance: partition.Instance) -> list[str]:
 
 
 @settings(
-    max_examples=int(os.environ.get("PARTITION_PROPERTY_EXAMPLES", "100")),  # make fuzz: 2000
+    max_examples=int(os.environ.get("PARTITION_PROPERTY_EXAMPLES", "80")),  # make fuzz: 2000
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
