@@ -1149,9 +1149,7 @@ class _Builder:
                 certain = cuts[:-1] > holds_from(maker)
                 read[certain] += (1.0, float(self.size[t]))
             count, size = np.minimum(count, read[:, 0]), np.minimum(size, read[:, 1])
-        if not firsts:
-            count[:], size[:] = 0.0, 0.0
-        return np.stack([count, size], axis=-1)
+        return np.stack([count, size], axis=-1)  # every branch has a first op: none is left at inf
 
     def work_curves(self, b: int, lo: int, hi: int, reference: int) -> tuple[list, list]:
         """Per type, the breakpoints ``(xs, ys)`` of ``L_τ`` (least time of an ideal of the
