@@ -103,6 +103,20 @@ the stage starting at ``I`` is full too, every crossing tensor of ``I`` goes fro
 straight to the other, and both pay all of them over the ``σ → κ`` link (on one host type
 beside another, the inter-host link) — not only the handed ones.
 
+**A full stage after one that is not.** A stage from cell ``i`` to cell ``j`` of a relaxed
+segment with branches sends what its parts of the branches send, read after ``j`` in the
+segment or by its join. A full stage after it holds all of those ops and ``d_{b+1}``, so it
+receives all of that over the link between their types, and the tensors from ``d_b`` to
+``d_{b+1}`` from the stage holding ``d_b`` (another: ``d_b`` lies before ``i``) at least over
+its best link — across hosts when the stage before the first is a full one (which holds
+``d_b``) in another group of hosts. The price depends on ``i``, which the DP's state does not
+keep, so the state after the first stage holds a *virtual* end instead of ``j``: the earliest
+position from which the full stage, priced as usual, reaches as far as from ``j`` with the
+price added (its reach grows with its start only through ``start − recv``;
+:meth:`_Relaxation._before_full`). The 110k-op MoE at k = 64, whose relaxation had an A100
+stage compute 16 ms of a layer's experts between two MI300X stages, the second receiving what
+it sent at the MI300X's own link (chain bound alone, 40 s): 21.7255 → 21.8057 ms.
+
 **Hosts.** Group the hosts so that all the devices of each type lie in one group (a type on one
 host: that host, as on the zoo's mixed clusters or per (type, host) class; MI300X on three
 MI300X hosts: those three). With several groups, the counts ``c`` tell which groups the stages
@@ -236,17 +250,23 @@ class _Nested:
 
 @dataclass(frozen=True, eq=False)
 class _Inner:
-    """Stages inside the relaxed segments with branches (:meth:`_Builder.inner_stages`), stacked
-    over those segments: ``first``, the row of each one's first cell; from start cell ``i``,
-    what a stage ending in cell ``j`` certainly sends (``send``: segments × i × j × types on each
+    """Stages inside the relaxed segments with branches (:meth:`_Builder.inner_stages`), per
+    segment ``first``, the row of its first cell, and ``shape``, the index of its shape
+    (:meth:`_Builder._shape_of`) in the other fields, stacked over the shapes (the 110k-op
+    MoE's 61 layers: one), ``representative`` being a segment of each: from start cell ``i``,
+    what a stage ending in cell ``j`` certainly sends (``send``: shapes × i × j × types on each
     type's best link; ``sent``: the raw (count, bytes)), the least tensor of each branch it
     touches (``touched``, raw; ``touched_time`` on each type's best link), and what one reaching
-    the boundary after certainly receives (``received``: segments × i × types). Such a stage
+    the boundary after certainly receives (``received``: shapes × i × types). Such a stage
     receives at least the smaller of its touched tensors and what a branch's first op reads from
-    before the start (``heads``: segments × i × (count, bytes); ``head_time``: segments × i ×
-    types on each type's best link)."""
+    before the start (``heads``: shapes × i × (count, bytes); ``head_time``: shapes × i × types
+    on each type's best link). ``through`` (shapes × (count, bytes)): the tensors from ``d_b``
+    to ``d_{b+1}``, which a full stage starting in a cell receives from the stage holding
+    ``d_b``."""
 
     first: np.ndarray
+    shape: np.ndarray
+    representative: np.ndarray
     send: np.ndarray
     sent: np.ndarray
     touched: np.ndarray
@@ -254,6 +274,7 @@ class _Inner:
     received: np.ndarray
     heads: np.ndarray
     head_time: np.ndarray
+    through: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -405,7 +426,7 @@ class _Builder:
         self.repeats: dict[tuple, object] = {}
         self.cells = _CELLS  # per relaxed segment
         self.branches: dict[int, _Branches | None] = {}
-        self.cell_stages: list[tuple[np.ndarray | int, ...]] = []  # see _Inner
+        self.cell_stages: list[tuple[int, tuple]] = []  # (first row, stages inside): see _Inner
         self.upper = np.inf  # stages slower than this need no pricing (the bisection stays below it)
         # types that share op times and best links (one type on two hosts) price nested stages once
         signature = np.vstack([self.times, self.latency[None, :], self.bandwidth[None, :]]).T
@@ -755,7 +776,7 @@ class _Builder:
             self.repeats[key] = self._relaxed_cells(b, lo, hi, reference)
         end, start, amounts, interior, inner = self.repeats[key]
         if inner is not None:
-            self.cell_stages.append((first + 1, *inner))
+            self.cell_stages.append((first + 1, inner))
         self.add(
             np.vstack([prefix[None, :], prefix[None, :] + end]),
             np.vstack([prefix[None, :], prefix[None, :] + start]),
@@ -812,10 +833,11 @@ class _Builder:
         touched = self.touched_branches(b, lo, hi, times[:, reference], cuts)  # cells × (count, bytes)
         branches = self.branch_comm(b, lo, hi, reference, cuts[:-1], cuts[1:])  # cells × types
         branches, received = self.shared_inputs(b, lo, hi, reference, cuts, branches, always)
+        through = np.array([len(always), self.size[always].sum()], dtype=float)  # see _Inner
         stages = self.inner_stages(b, lo, hi, reference, cuts, received)
-        interior = self.comm(self.size[always].sum(), float(len(always)))[None, :] + np.maximum(
-            extra[None, :], branches
-        )
+        if stages is not None:
+            stages = (*stages, through)
+        interior = self.comm(through[1], through[0])[None, :] + np.maximum(extra[None, :], branches)
         amounts = np.array([len(always), self.size[always].sum()]) + touched
         return end, start, amounts, interior, stages
 
@@ -1264,6 +1286,38 @@ def _priced(amounts: np.ndarray, link: tuple[float, float]) -> np.ndarray:
         )
 
 
+def _furthest(reaches: dict, key: tuple[int, int, int], starts: dict) -> np.ndarray:
+    """For :meth:`_Relaxation._extend_pairs`: the furthest reach (rows × β after × γ before)
+    over the start codes ``(receiving code, reach list index) → furthest start`` in ``starts``,
+    of the reach lists ``reaches[(*key, receiving code)]``."""
+    found = [
+        np.where(position >= 0, reaches[(*key, receives)][index][0][position], -1)
+        for (receives, index), position in starts.items()
+    ]
+    return np.max(found, axis=0)
+
+
+def _starts(source: np.ndarray, codes: dict, last: int) -> dict[tuple[int, int], np.ndarray]:
+    """For :meth:`_Relaxation._extend_pairs`: per start code ``(receiving code, reach list
+    index)`` of ``codes``, the furthest start per row, β after and γ before, over the source
+    states (rows × σ × φ × β × ψ × γ) that code lists, of the stage full when ``last``; codes
+    no state reaches are left out."""
+    starts = {}
+    shape = (len(source), source.shape[3], source.shape[5])
+    for key, by_after in codes.items():
+        found = np.full(shape, -1, dtype=np.int64)
+        for after, (sigma, phi, beta) in by_after.items():
+            found[:, after] = source[:, sigma, phi, beta, last].max(axis=1)
+        if (found >= 0).any():
+            starts[key] = found
+    return starts
+
+
+def _before(cells: int) -> np.ndarray:
+    """Per start cell ``i`` (rows) and end cell ``j``, whether ``j < i``."""
+    return np.arange(cells)[None, :] < np.arange(cells)[:, None]
+
+
 def _joined(segments: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """Several lists of hull segments ``(dx, dy)`` as one."""
     return np.concatenate([dx for dx, _ in segments]), np.concatenate([dy for _, dy in segments])
@@ -1453,7 +1507,12 @@ def _positions(builder: _Builder, reference: int) -> tuple[_Positions, bool]:
     recv[0] = 0.0
     inner = None
     if builder.cell_stages:
-        inner = _Inner(*(np.stack(part) for part in zip(*builder.cell_stages, strict=True)))
+        shapes: dict[int, int] = {}  # the relaxation of one shape is one object (_Builder.relaxed)
+        shape = np.array([shapes.setdefault(id(stages), len(shapes)) for _, stages in builder.cell_stages])
+        representative = np.unique(shape, return_index=True)[1]
+        parts = zip(*(builder.cell_stages[r][1] for r in representative), strict=True)
+        first = np.array([first for first, _ in builder.cell_stages])
+        inner = _Inner(first, shape, representative, *(np.stack(part) for part in parts))
     least = [builder.least_exchanged(b) for b in range(len(builder.bounds) - 1)]
     sent, received = (
         builder.comm(amounts[:, 1], amounts[:, 0])
@@ -1514,7 +1573,11 @@ class _Relaxation:
         self._sent_over: dict[tuple[float, float], np.ndarray] = {}  # cell stages' sends, per link
         self._received: dict[tuple[int, bool], np.ndarray] = {}  # and receipts, per type and side
         self._codes: dict[tuple[int, int, bool], dict] = {}  # the pair DP's start codes, per stage kind
+        self._split_codes: dict[tuple[int, bool, int], dict] = {}  # and split by the stage before
+        self._after_cells: dict[tuple[int, int], np.ndarray] = {}  # a full stage after a cell stage
+        self._least_costs: dict[tuple, np.ndarray] = {}  # stages from cells: least cost per end, per kind
         self.sides: list[np.ndarray] | None = None  # per type and count vector: 2 · opens + fills
+        self.opens_next: list[np.ndarray] = []
         # per two types (index ``types``: none): in other groups of hosts (none without groups)
         self.apart = np.zeros((len(self.counts) + 1,) * 2, dtype=bool)
         self.remote: tuple[float, float] | None = None  # the inter-host link (latency, s per byte)
@@ -1531,6 +1594,9 @@ class _Relaxation:
             self.remote_full_start = p.start - received
             vectors, previous_of, _ = _count_layers(self.counts, self.stages)
             self.sides = _host_sides(vectors, previous_of, *located)
+            # per type and count vector: a stage of that type after them opens its group
+            in_group = _in_groups(vectors, located[0], len(located[1]))
+            self.opens_next = [in_group[:, group] == 0 for group in located[0]]
             group = np.append(located[0], -1)  # index ``types``: no stage
             self.apart = (group[:, None] != group[None, :]) & (group[:, None] >= 0) & (group[None, :] >= 0)
         known = p.handed is not None and bool((p.handed > 0).any())
@@ -1631,25 +1697,42 @@ class _Relaxation:
         cells = inner.send.shape[1]
         rows = inner.first[:, None] + np.arange(cells)[None, :]  # segments × cells
         start = self.positions.start[rows, kind]
-        sending = inner.send[..., kind] if link is None else self._priced_sends(link)
-        cost = self._received_inside(kind, bool(sides & 2)) + sending  # s × i × j
-        cost += end[rows][:, None, :]
-        cost -= start[:, :, None]
-        within = cost <= bottleneck
-        within[:, *np.tril_indices(cells, -1)] = False  # a stage never ends before it starts
-        furthest = np.where(within.any(axis=2), cells - 1 - within[:, :, ::-1].argmax(axis=2), -1)
+        least = self._cell_costs(kind, link, bool(sides & 2))
+        furthest = ((least <= bottleneck).sum(axis=2) - 1)[inner.shape]
         boundary = inner.first + cells
-        to_boundary = end[boundary][:, None] - start + inner.received[..., kind] <= bottleneck
+        to_boundary = end[boundary][:, None] - start + inner.received[inner.shape, :, kind] <= bottleneck
         limits[rows] = np.where(
             to_boundary, boundary[:, None], np.where(furthest >= 0, rows - np.arange(cells) + furthest, -1)
         )
         return limits
 
+    def _cell_costs(self, kind: int, link: tuple[float, float] | None, across: bool) -> np.ndarray:
+        """Per shape of relaxed segments with branches (:class:`_Inner`), start cell ``i`` and
+        end cell ``j``, the least time over the ends ``j' ≥ j`` of a stage of type ``kind`` from
+        ``i`` to ``j'`` that is not full, as :meth:`cell_limits` prices it (``inf`` before
+        ``i``; the compute before the segment cancels out, so one segment stands for its shape):
+        nondecreasing in ``j``, so the ends within a bottleneck are a prefix. ``link``/``across``
+        as there. The same for every probe: kept."""
+        key = (kind, link, across)
+        if key not in self._least_costs:
+            inner = self.positions.inner
+            assert inner is not None
+            cells = inner.send.shape[1]
+            rows = inner.first[inner.representative][:, None] + np.arange(cells)[None, :]
+            sending = inner.send[..., kind] if link is None else self._priced_sends(link)
+            cost = self._received_inside(kind, across) + sending  # shapes × i × j
+            cost += self.positions.end[rows, kind][:, None, :]
+            cost -= self.positions.start[rows, kind][:, :, None]
+            cost[:, _before(cells)] = np.inf  # a stage never ends before it starts
+            self._least_costs[key] = np.minimum.accumulate(cost[..., ::-1], axis=2)[..., ::-1]
+        return self._least_costs[key]
+
     def _received_inside(self, kind: int, across: bool) -> np.ndarray:
-        """What a stage of type ``kind`` inside a relaxed segment certainly receives (segments ×
+        """What a stage of type ``kind`` inside a relaxed segment certainly receives (shapes ×
         start cell × end cell; :class:`_Inner`), on ``kind``'s best link or, ``across``, over the
         inter-host link: the same for every probe, so kept."""
-        key = (kind, across and self.remote is not None)
+        across = across and self.remote is not None
+        key = (-1 if across else kind, across)  # across hosts: the same for every type
         if key not in self._received:
             inner = self.positions.inner
             assert inner is not None
@@ -1675,32 +1758,38 @@ class _Relaxation:
         reach = np.searchsorted(end, start + bottleneck, side="right") - 1
         return np.maximum.accumulate(np.where(reach > self.positions.threshold, reach, -1))
 
-    def pair_reach(self, bottleneck: float) -> tuple[dict, dict]:
+    def pair_reach(self, bottleneck: float, deadline: float | None = None) -> tuple[dict, dict, dict] | None:
         """The reaches of a stage of type κ before one of type ν, each with the previous types
         σ it holds for (one per distinct link from σ): ``full[κ, ν, strong send, strong
         receive]`` of a full stage (``-1`` where it cannot be one) and ``partial[κ, ν, strong
         send]`` of a stage that is not (it ends by the boundary after its start, paying its
         compute and what :meth:`cell_limits` says, its sends over κ → ν when strong: the next
-        stage is full), each a running maximum as in :meth:`reach`. A stage holds an op, so it
+        stage is full), each a running maximum as in :meth:`reach`; and the latter before a
+        full stage, as that one is priced (:meth:`_before_full`). A stage holds an op, so it
         ends at a later position, or in the same one when that is a cell: no empty stage changes
-        ``σ``."""
+        ``σ``. ``None`` once ``deadline`` has passed: the tables a probe builds first (the MoE's
+        256 cells: 5 s) would outlast it."""
         types = self.positions.end.shape[1]
         threshold, here = self.positions.threshold, np.arange(self.last + 1)
         ends, handed = self.positions.end, self.positions.handed
         full: dict[tuple[int, int, int, int], list[tuple[np.ndarray, list[int]]]] = {}
         partial: dict[tuple[int, int, int], list[tuple[np.ndarray, list[int]]]] = {}
+        raws: dict[tuple[int, int, int, int], list[np.ndarray]] = {}  # ``partial`` before the maxima
         for k in range(types):
             groups: dict[tuple | None, list[int]] = {}
             for s in range(types + 1):
                 groups.setdefault(self.pairs.link(s, k), []).append(s)
             computed: dict[tuple | None, int] = {}  # next types with the same link share reaches
             for n in range(types + 1):
+                if _past(deadline):
+                    return None
                 same = computed.setdefault(self.pairs.link(k, n), n)
                 if same != n:
                     for key in [key for key in full if key[:2] == (k, same)]:
                         full[k, n, *key[2:]] = full[key]
                     for key in [key for key in partial if key[:2] == (k, same)]:
                         partial[k, n, *key[2:]] = partial[key]
+                        raws[k, n, *key[2:]] = raws[key]
                     continue
                 end = ends[:, k] + self.pairs.time(handed, k, n)
                 computes = [  # per group of σ: the furthest its compute and least exchanges allow
@@ -1718,9 +1807,11 @@ class _Relaxation:
                     sides = 2 * far_in + far_out
                     limits = np.minimum(threshold, self.cell_limits(bottleneck, k, end, link, sides))
                     partial[k, n, strong, far_in] = []
+                    raws[k, n, strong, far_in] = []
                     for compute, previous in zip(computes, groups.values(), strict=True):
-                        reach = np.minimum(compute, limits)
-                        reach = np.where(reach > here, reach, np.where(self.positions.cell, here, -1))
+                        raw = np.minimum(compute, limits)
+                        raws[k, n, strong, far_in].append(raw)
+                        reach = np.where(raw > here, raw, np.where(self.positions.cell, here, -1))
                         partial[k, n, strong, far_in].append((np.maximum.accumulate(reach), previous))
                 for sends, receives in itertools.product((0, 1), (0, 1)):
                     full[k, n, sends, receives] = [
@@ -1766,7 +1857,87 @@ class _Relaxation:
             for n in range(types + 1):
                 for receives, reaches in sent.items():
                     full[k, n, 2, receives] = reaches
-        return full, partial
+        before_full = {} if self.positions.inner is None else self._before_full(raws, partial, deadline)
+        return None if before_full is None else (full, partial, before_full)
+
+    def _before_full(self, raws: dict, partial: dict, deadline: float | None = None) -> dict | None:
+        """The reaches of a stage that is not full before a full one, ``[κ, ν, strong
+        send][way][held]``, each keyed like :meth:`pair_reach`'s ``partial``: each
+        stage from a cell ends at its *virtual* position (:meth:`_virtual_ends`) instead of its
+        furthest one, per way the full stage receives (0: over its best links; 1: across hosts,
+        when it opens its group or follows a run of the other's group) and per stage before the
+        first (0: any; 1: a full one of another group than the full stage's, which holds ``d_b``,
+        so the tensors to ``d_{b+1}`` cross hosts). ``None`` once ``deadline`` has passed."""
+        here = np.arange(self.last + 1)
+        types = self.positions.end.shape[1]
+        kinds, helds = 1 if self.sides is None else 2, 1 if self.remote is None else 2  # ways, stages before
+        before_full: dict[tuple[int, int, int], list[list[dict]]] = {}
+        for (k, n, strong, far_in), raw_reaches in raws.items():
+            if n == types or strong == 0:  # no next stage, or one that is not full
+                continue
+            if _past(deadline):
+                return None
+            ways = before_full.setdefault((k, n, strong), [[{} for _ in range(helds)] for _ in range(kinds)])
+            for way, by_held in enumerate(ways):
+                for held, lists in enumerate(by_held):
+                    found = lists[k, n, strong, far_in] = []
+                    for raw, (_, previous) in zip(raw_reaches, partial[k, n, strong, far_in], strict=True):
+                        reach = self._virtual_ends(raw, k, n, way, held)
+                        reach = np.where(reach > here, reach, np.where(self.positions.cell, here, -1))
+                        found.append((np.maximum.accumulate(reach), previous))
+        return before_full
+
+    def _virtual_ends(self, raw: np.ndarray, k: int, n: int, way: int, held: int) -> np.ndarray:
+        """``raw`` (per start, the furthest end of a stage of type ``k`` that is not full) with
+        each start in a cell mapped to the earliest position from which the full stage of type
+        ``n`` after it, priced as usual (``way``, :meth:`_before_full`), reaches as far as from
+        any end ``j`` the stage may take with what it receives from it added: a full stage's
+        reach grows with its start only through ``start − recv``, kept as a running maximum, so
+        that position is the first whose running maximum meets the largest such value over the
+        ends ``j`` up to the furthest (the boundary: nothing added). That value is bounded by the
+        smaller of the running maximum at the furthest end and :meth:`_full_after_cells`' less
+        the tensors from ``d_b`` to ``d_{b+1}``, over ``n``'s best link or, ``held`` by a full
+        stage of another group, across hosts."""
+        inner = self.positions.inner
+        assert inner is not None
+        cells = inner.send.shape[1]
+        start = self.remote_full_start[:, n] if way else self.pair_full_start[k, n, 0]
+        running = np.maximum.accumulate(start)
+        link = (self.pairs.base_latency[n], self.pairs.base_inverse[n]) if held == 0 else self.remote
+        through = _priced(inner.through, link)[inner.shape, None]  # segments × 1
+        rows = inner.first[:, None] + np.arange(cells)[None, :]
+        boundary = inner.first + cells
+        ends = raw[rows]  # by the boundary: a stage that is not full ends there at the latest
+        last_cell = np.clip(ends - inner.first[:, None], 0, cells - 1)
+        segment, first = np.arange(len(inner.first))[:, None], np.arange(cells)[None, :]
+        # the segment's own compute before it (its boundary row's start) and its shape's values
+        before = self.positions.start[inner.first - 1, n][:, None]
+        relative = self._full_after_cells(k, n)[inner.shape[:, None], first, last_cell]
+        value = np.minimum(running[rows[segment, last_cell]], before + relative - through)
+        value = np.where(ends >= boundary[:, None], np.maximum(value, start[boundary][:, None]), value)
+        virtual = raw.copy()
+        virtual[rows] = np.where(ends >= rows, np.searchsorted(running, value, side="left"), -1)
+        return virtual
+
+    def _full_after_cells(self, k: int, n: int) -> np.ndarray:
+        """For a full stage of type ``n`` after one of type ``k`` from cell ``i`` to cell ``j``
+        of a relaxed segment with branches, per shape of those segments (:class:`_Inner`),
+        ``i`` and ``j``: the largest, over the ends ``i … j``, of its ``start`` (less the
+        compute before the segment) less everything the stage before sends (``-inf`` before
+        ``i``), over the ``k → n`` link — it is full, so it holds every op those tensors go to.
+        The same for every probe: kept."""
+        key = (k, n)
+        if key not in self._after_cells:
+            inner = self.positions.inner
+            assert inner is not None
+            cells = inner.send.shape[1]
+            first = inner.first[inner.representative]
+            rows = first[:, None] + np.arange(cells)[None, :]
+            start = self.positions.start[rows, n] - self.positions.start[first - 1, n][:, None]
+            value = start[:, None, :] - self._priced_sends(self.pairs.link(k, n))
+            value[:, _before(cells)] = -np.inf
+            self._after_cells[key] = np.maximum.accumulate(value, axis=2, out=value)
+        return self._after_cells[key]
 
     def _far(self, link: tuple[float, float] | None) -> bool:
         """Whether ``link`` (latency, seconds per byte) is no faster than the inter-host one."""
@@ -1812,12 +1983,18 @@ class _Relaxation:
         More generally the tensors crossing a cut are made in the stages from the last full one
         up to the cut and read in those after it up to the next full one (a stage that is not
         full stays inside its segment). With several groups of hosts, ``β`` says that every
-        stage since the last full one is in σ's group, ``γ`` commits every stage up to the next
-        full one to ν's group: a stage in another group than σ's with ``β`` receives everything
-        across hosts, and one committing ``γ`` to another group sends everything across hosts
-        (Inception-v2 on 2 × 8 A100 at k = 16: a full stage on one host, then a nested one and a
-        full one on the other, whose sends the relaxation priced at NVLink). Without groups both
-        stay 0 (:attr:`_run_flags`).
+        stage since the last full one is in σ's group; ``γ = 1`` commits every stage up to the
+        next full one to ν's group, ``γ = 2`` obliges one of them to lie outside it: a stage in
+        another group than σ's with ``β`` receives everything across hosts, and one followed by a
+        stage of another group either commits (and sends everything across hosts; Inception-v2
+        on 2 × 8 A100 at k = 16: a full stage on one host, then a nested one and a full one on
+        the other, whose sends the relaxation priced at NVLink) or obliges. An obligation passes
+        along the stages of its group that are not full and is met by one outside it; a full
+        stage or the end with one pending is no placement (:meth:`_commitment_sources`). Left
+        free, the relaxation of the 110k-op MoE at k = 64 sent the hidden state from an MI300X
+        stage to the A100s after it at the MI300X's own link, every stage up to the next full
+        one on an A100 (chain bound alone, 40 s: 21.6892 → 21.7255 ms). Without groups β and γ
+        stay 0 (:attr:`_run_flags`, :attr:`_commitments`).
 
         A stage of type κ extends the states committed to (κ, ψ): ``F(c + e_κ, κ, ψ, …) ≥
         max reach(F(c, σ, φ, β, κ, ψ, γ))`` with the full reach when ``ψ``, else the partial
@@ -1825,11 +2002,13 @@ class _Relaxation:
         position 0 with ``β`` off (an over-estimate, as the running maxima are; ``β`` on only for
         no type before, which no rule prices); a placement fits when some ``F(c, …, no next
         stage, …)`` reaches the end."""
-        full, partial = self.pair_reach(bottleneck)
+        reaches = self.pair_reach(bottleneck, deadline)
+        if reaches is None:
+            return True
         types = len(self.counts)
         vectors, previous_of, layers = _count_layers(self.counts, self.stages)
         flags = self._run_flags
-        shape = (len(vectors), types + 1, 2, flags, types + 1, 2, flags)
+        shape = (len(vectors), types + 1, 2, flags, types + 1, 2, self._commitments)
         furthest = np.full(shape, -1, dtype=np.int64)
         furthest[0, :, :, 0] = 0
         furthest[0, types, :, flags - 1] = 0
@@ -1839,7 +2018,7 @@ class _Relaxation:
                 kinds = np.zeros(len(every), dtype=np.int64) if self.sides is None else self.sides[k][every]
                 for sides in np.unique(kinds).tolist():
                     rows = every[kinds == sides]
-                    self._extend_pairs(furthest, rows, previous_of[k][rows], k, sides, full, partial)
+                    self._extend_pairs(furthest, rows, previous_of[k][rows], k, sides, reaches)
             if (furthest[layer, :, :, :, types] >= self.last).any() or _past(deadline):
                 return True
         return False
@@ -1851,12 +2030,12 @@ class _Relaxation:
         previous: np.ndarray,
         k: int,
         sides: int,
-        full: dict,
-        partial: dict,
+        reaches: tuple[dict, dict, dict],
     ) -> None:
         """One step of :meth:`_feasible_with_pairs`: a stage of type ``k`` bringing the counts
         from ``previous`` to ``rows``; ``sides`` (2 · opens + fills) prices all it receives
-        and/or sends across hosts whatever the stages around it hold.
+        and/or sends across hosts whatever the stages around it hold; ``reaches``: what
+        :meth:`pair_reach` gives.
 
         From a state (σ, φ, β) it receives across hosts when it opens its group, or with ``β``
         from another group, or (not full) after a full stage on a link no faster than the
@@ -1866,38 +2045,108 @@ class _Relaxation:
         committed to (its next stage is in its group, or there is none); ``β`` stays on after a
         stage of its group and is on after a full stage."""
         types = len(self.counts)
+        full, partial, before_full = reaches
         opens, fills = bool(sides & 2), bool(sides & 1)
-        flags = furthest.shape[3]
-        apart = self.apart
+        commitments = furthest.shape[6]
         source = furthest[previous, :, :, :, k]  # rows × σ × φ × β × ψ × γ
         for reach_of, last in ((partial, 0), (full, 1)):
-            # per (receiving code, reach list index): the furthest start per row, β after, γ before
-            starts: dict[tuple[int, int], np.ndarray] = {}
-            for key, sources in self._start_codes(k, last, opens, reach_of).items():
-                found = np.full((len(rows), flags, flags), -1, dtype=np.int64)
-                for after, (sigma, phi, beta) in sources.items():
-                    found[:, after] = source[:, sigma, phi, beta, last].max(axis=1)
-                if (found >= 0).any():
-                    starts[key] = found
+            codes = self._start_codes(k, last, opens, reach_of)
+            starts = _starts(source, codes, last)
             if not starts:
                 continue
             for n in range(types + 1):
-                gathered: dict[int, np.ndarray] = {}  # per sending code: rows × β after × γ before
-                for following, committed in itertools.product((0, 1) if n < types else (0,), range(flags)):
-                    if committed and (n == types or (last and not apart[k, n])):
-                        continue  # no gain in committing (not full, it may keep a commitment)
-                    sends = 2 if fills or (committed and apart[k, n]) else following
-                    if sends not in gathered:
-                        reaches = [
-                            (reach_of[k, n, sends, receives][index][0], position)
-                            for (receives, index), position in starts.items()
-                        ]
-                        found = [np.where(position >= 0, reach[position], -1) for reach, position in reaches]
-                        gathered[sends] = np.max(found, axis=0)
-                    # a commitment made before binds a stage that is not full to its group
-                    kept = last or n == types or (committed and not apart[k, n])
-                    reached = gathered[sends] if kept else gathered[sends][..., :1]
+                # per sending code and whether a full stage follows one that is not:
+                # rows × β after × γ before
+                gathered: dict[tuple[int, bool], np.ndarray] = {}
+                held_starts = None
+                nexts = (0, 1) if n < types else (0,)  # the next stage is full (1) or not
+                for following, committed in itertools.product(nexts, range(commitments)):
+                    before = self._commitment_sources(k, last, n, committed)
+                    if not before:
+                        continue
+                    sends = 2 if fills or (committed == 1 and self.apart[k, n]) else following
+                    ahead = not last and following == 1 and (k, n, sends) in before_full
+                    if (sends, ahead) not in gathered:
+                        if not ahead:
+                            gathered[sends, ahead] = _furthest(reach_of, (k, n, sends), starts)
+                        else:
+                            if held_starts is None:  # the starts by the stage before, once per ν
+                                held = self._held_apart(k, opens, n, codes)
+                                held_starts = {apart: _starts(source, c, 0) for apart, c in held.items()}
+                            gathered[sends, ahead] = self._ahead(
+                                rows, (k, n, sends), held_starts, before_full[k, n, sends], source.shape[3]
+                            )
+                    reached = gathered[sends, ahead][..., before]
                     furthest[rows, k, last, :, n, following, committed] = reached.max(axis=2)
+
+    def _held_apart(self, k: int, opens: bool, n: int, codes: dict) -> dict:
+        """The start codes of a stage of type ``k`` that is not full (``codes``, from
+        :meth:`_start_codes`) split by the stage before it: ``[False]`` any, ``[True]`` a full
+        one of another group than type ``n`` (empty without groups). The same for every probe:
+        kept."""
+        cache_key = (k, opens, n)
+        if cache_key in self._split_codes:
+            return self._split_codes[cache_key]
+        split: dict[bool, dict] = {False: {}, True: {}}
+        for key, by_after in codes.items():
+            for after, (sigma, phi, beta) in by_after.items():
+                held = (phi == 1) & self.apart[sigma, n]
+                for apart in (False, True):
+                    chosen = held == apart
+                    if chosen.any():
+                        indices = (sigma[chosen], phi[chosen], beta[chosen])
+                        split[apart].setdefault(key, {})[after] = indices
+        self._split_codes[cache_key] = split
+        return split
+
+    def _ahead(
+        self, rows: np.ndarray, key: tuple[int, int, int], held_starts: dict, ways: list, flags: int
+    ) -> np.ndarray:
+        """For :meth:`_extend_pairs`: the furthest virtual ends (rows × β after × γ before) of a
+        stage of type κ that is not full before a full one of type ν (``key``: κ, ν and the
+        sending code), from the starts
+        ``held_starts`` (:func:`_starts`, split by the stage before: :meth:`_held_apart`), over
+        the reach lists ``ways`` (:meth:`_before_full`) for the way the full one will receive:
+        across hosts when it opens its group, or with β (of ``flags``) after this one's from
+        another group."""
+        k, n, _ = key
+        reached = None
+        for held, starts in held_starts.items():
+            if not starts:
+                continue
+            usual, *across = (_furthest(helds[int(held)], key, starts) for helds in ways)
+            found = usual
+            if across:  # with groups of hosts
+                far = self.opens_next[n][rows][:, None] | (
+                    (np.arange(flags) == 1)[None, :] & bool(self.apart[k, n])
+                )
+                found = np.where(far[..., None], across[0], usual)
+            reached = found if reached is None else np.maximum(reached, found)
+        assert reached is not None
+        return reached
+
+    @property
+    def _commitments(self) -> int:
+        """The values γ of :meth:`_feasible_with_pairs` takes: with groups of hosts 3 (free,
+        committed, obliged), else 1."""
+        return 3 if self.apart.any() else 1
+
+    def _commitment_sources(self, k: int, last: int, n: int, committed: int) -> list[int]:
+        """The values of γ before a stage of type ``k`` (full when ``last``) from which it may
+        reach the state with next type ``n`` (``types``: none) and γ = ``committed``
+        (:meth:`_feasible_with_pairs`); empty: no such state."""
+        types = len(self.counts)
+        if self._commitments == 1:
+            return [0]
+        if n == types:  # no stage follows: an obligation stays unmet
+            return [0, 1] if committed == 0 else []
+        apart = bool(self.apart[k, n])
+        if last:  # a full stage meets what binds it (it is in its group), and commits or obliges
+            return [0, 1] if (committed > 0) == apart else []
+        if apart:  # its next stage leaves its group: an obligation is met, a commitment broken
+            return [0, 2] if committed else []
+        # its next stage stays in its group: it keeps a commitment or an obligation, or commits
+        return ([0], [0, 1], [2])[committed]
 
     @property
     def _run_flags(self) -> int:
@@ -2086,9 +2335,10 @@ def chain_lower_bound(
     Devices are counted per (type, host) class when that table is small (:func:`_by_host`),
     else per type. Each device type in turn measures the large segments, while time remains,
     ranked by the cheaper relaxation's bound (:func:`_ranked`); every choice gives a valid bound,
-    so the largest is kept. With a deadline,
-    time left after every type refines the cells (:data:`_FINER` times as many, twice at most,
-    the types by the bound each gave). ``upper`` (a known bottleneck)
+    so the largest is kept. With a deadline, time left refines a type's cells (:data:`_FINER`
+    times as many, twice at most) while its passes raise the bound, before the next type: on the
+    110k-op MoE at k = 64 the H100's cells at 256 gave 21.80 ms within 20 s, where a pass of each
+    type at 64 and at 128 cells left none for them. ``upper`` (a known bottleneck)
     brackets the bisection; ``deadline`` (``time.perf_counter`` seconds) stops early — every
     infeasible value met so far is already a valid bound. A probe started before it finishes,
     unless ``give_up`` (a hard end: the caller's time limit) passes first: it then admits its
@@ -2122,17 +2372,16 @@ def chain_lower_bound(
     built: dict[int, tuple[_Positions, bool]] = {}
     if pairs is not None and len(references) > 1:
         references, built, best = _ranked(instance, builder, references, best, upper, deadline, give_up)
-    while True:
-        values: dict[int, float] = {}
-        started = time.perf_counter()
-        building = 0.0  # the last positions' time: a reference that cannot build its own is left
-        for reference in references:
+    building = 0.0  # the last positions' time: a reference that cannot build its own is left
+    for reference in references:
+        builder.cells = _CELLS
+        while True:  # passes of ever finer cells while they raise the bound and time remains
+            floor, started = best, time.perf_counter()
             ranked = built.pop(reference, None)  # its cheap relaxation is bisected already
             if not ranked and deadline is not None and time.perf_counter() + building > deadline:
                 return best
-            began = time.perf_counter()
             positions, relaxed = ranked or _positions(builder, reference)
-            building = building if ranked else time.perf_counter() - began
+            building = building if ranked else time.perf_counter() - started
             # a finer pass gallops up from this one's bound: no need to pin it down as closely
             # (the MoE's pair bisection at 64 cells: 17 probes, 0.55 s each) ...
             refined = deadline is not None and relaxed and builder.cells < _CELLS * _FINER**2
@@ -2140,29 +2389,37 @@ def chain_lower_bound(
             # ... and the first pass tries to prove ``upper`` optimal: a finer one's probes gallop
             first = builder.cells == _CELLS
             # the relaxation without the handed tensors' links is far cheaper: its value brackets
-            # the bisection of the one with them from below
-            for links in (pairs,) if ranked else (None, pairs) if pairs is not None else (None,):
+            # the bisection of the one with them from below (bisected already when ranked; a finer
+            # pass skips it: it brackets nothing the coarser one with the links did not, and its
+            # first probe builds its tables, 2 s at the MoE's 256 cells)
+            relaxations = (None,) if pairs is None else (pairs,) if ranked or not first else (None, pairs)
+            for links in relaxations:
                 if links is not None and _past(deadline):
                     return best  # its first probes, near the incumbent and at the floor, are not timed
                 relaxation = _Relaxation(instance, positions, links, hosts=True)
-                values[reference] = _bisect(relaxation, best, upper, deadline, give_up, share, first)
-                best = builder.proven = max(best, values[reference])
+                best = builder.proven = max(
+                    best, _bisect(relaxation, best, upper, deadline, give_up, share, first)
+                )
             if not relaxed or _past(deadline):
                 return best
-        # a finer pass that cannot finish still raises the bound (its probes gallop up from this
-        # one's), so when nothing but the time limit follows (``give_up``) it starts with any
-        # time left (the MoE under ``anytime``: 21.46 → 21.53 ms), else with half a pass's
-        followed = give_up is None
-        if (
-            deadline is None
-            or builder.cells >= _CELLS * _FINER**2
-            or (followed and deadline - time.perf_counter() < (time.perf_counter() - started) / 2)
-            or (upper is not None and best >= upper * (1 - _OPTIMAL))
-        ):
-            return best
-        # time left: finer cells, the most telling reference first
-        builder.cells *= _FINER
-        references.sort(key=lambda r: -values.get(r, 0.0))
+            # a finer pass that cannot finish still raises the bound (its probes gallop up from
+            # this one's), so when nothing but the time limit follows (``give_up``) it starts with
+            # any time left (the MoE under ``anytime``: 21.46 → 21.53 ms), else with half a
+            # pass's; one after a pass that proved nothing would spend its probes proving nothing
+            # again (the MoE's A100 and MI300X cells after the H100's: 0.8 s at 64 cells, 2.4 s at
+            # 128), and the next type gets the time instead
+            followed = give_up is None
+            if (
+                deadline is None
+                or builder.cells >= _CELLS * _FINER**2
+                or best <= floor
+                or (followed and deadline - time.perf_counter() < (time.perf_counter() - started) / 2)
+            ):
+                break
+            if upper is not None and best >= upper * (1 - _OPTIMAL):
+                return best
+            builder.cells *= _FINER
+    return best
 
 
 def _ranked(
@@ -2280,15 +2537,16 @@ def _bisect(
     deadline: float | None,
     give_up: float | None = None,
     share: float = _GAP_SHARE,
-    optimal_first: bool = True,
+    first: bool = True,
 ) -> float:
     """The largest value found infeasible above ``floor`` (``floor`` when there is none); no
     probe starts after ``deadline``, and one still running at ``give_up`` stops, proving nothing.
-    Below a known ``upper`` the bisection stops within ``share`` of the gap to it, and tries to
-    prove ``upper`` optimal first unless told not to (:func:`_bisect_below`)."""
+    Below a known ``upper`` the bisection stops within ``share`` of the gap to it; in a ``first``
+    pass it tries to prove ``upper`` optimal first and bisects plainly, in a later one it gallops
+    up from ``floor`` (:func:`_bisect_below`)."""
     feasible = functools.partial(relaxation.feasible, deadline=give_up)
     if upper is not None and np.isfinite(upper):
-        return _bisect_below(feasible, floor, upper, deadline, share, optimal_first)
+        return _bisect_below(feasible, floor, upper, deadline, share, optimal_first=first, gallop=not first)
     if floor > 0 and feasible(floor):
         return floor
     lower, high = floor, max(floor, float(relaxation.positions.end[-1].min()) / relaxation.stages) or 1.0
@@ -2311,21 +2569,25 @@ def _bisect_below(
     deadline: float | None,
     share: float = _GAP_SHARE,
     optimal_first: bool = True,
+    gallop: bool = True,
 ) -> float:
     """The largest value ``feasible`` rejects in ``[floor, upper)``, found by bisection
     (``floor``, a known bound, when none is); the probe at ``floor`` comes first (admitted, so is
     everything above it: one probe where another relaxation proved more), then, with
     ``optimal_first``, one just below ``upper``, which proves ``upper`` optimal when it is
-    rejected. From a known ``floor`` the probes then gallop up (:data:`_GALLOP`, doubling) until
-    one is admitted, so that under a deadline every probe made raises the bound: a finer pass
-    usually adds a fraction of a percent (the MoE's 128 cells: 21.44 → 21.50 ms), which
-    bisecting the whole gap left (8%) reaches only after a few probes near the incumbent, 0.6 s
-    each there."""
-    if floor > 0 and feasible(floor):
+    rejected. With ``gallop``, from a known ``floor`` the probes then gallop up (:data:`_GALLOP`,
+    doubling) until one is admitted, so that under a deadline every probe made raises the
+    bound: a finer pass usually adds a fraction of a percent (the MoE's 128 cells: 21.44 →
+    21.50 ms), which bisecting the whole gap left (8%) reaches only after a few probes near the
+    incumbent, 0.6 s each there. A floor from a cheaper relaxation lies further below: the
+    MoE's first pass with the handed tensors' links galloped 7 probes from 20.81 ms to 21.48
+    before one was admitted at 22.14, then bisected 5 more."""
+    if floor > 0 and not gallop and feasible(floor):  # galloping, the first probe tells as much
         return floor
     if optimal_first and not feasible(upper / (1 + _OPTIMAL)):
         return upper / (1 + _OPTIMAL) * (1 - _SAFETY)  # ``upper`` is optimal within solve's tolerance
-    return max(floor, _narrowed(feasible, floor, upper, deadline, upper, share) * (1 - _SAFETY))
+    found = _narrowed(feasible, floor, upper, deadline, upper, share, gallop)
+    return max(floor, found * (1 - _SAFETY))
 
 
 def _narrowed(
@@ -2335,16 +2597,17 @@ def _narrowed(
     deadline: float | None,
     upper: float | None = None,
     share: float = _GAP_SHARE,
+    gallop: bool = True,
 ) -> float:
     """``lower`` raised, and ``high`` lowered, by bisection until they are within
     :data:`_RELATIVE_GAP`, or below a known bottleneck ``upper`` within ``share`` of
     the gap ``upper − lower`` (the gap the bound certifies moves by as little: 8.00% against
     8.01%, where a probe of the chain bound on the 110k-op MoE takes 0.3 s), or until the deadline
     would pass during the next probe (taken to last as long as the one before); ``lower`` stays
-    rejected. Below ``upper`` and from a known ``lower`` the probes first gallop up from it
-    (:data:`_GALLOP` above, then twice as far …) until one is admitted."""
+    rejected. Below ``upper``, from a known ``lower`` and with ``gallop`` the probes first
+    gallop up from it (:data:`_GALLOP` above, then twice as far …) until one is admitted."""
     probe = 0.0
-    step = _GALLOP if upper is not None and lower > 0 else 0.0
+    step = _GALLOP if gallop and upper is not None and lower > 0 else 0.0
     while high - lower > max(_RELATIVE_GAP * high, 0.0 if upper is None else share * (upper - lower)):
         if deadline is not None and time.perf_counter() + probe > deadline:
             break
