@@ -1767,8 +1767,8 @@ class _Relaxation:
         stage is full), each a running maximum as in :meth:`reach`; and the latter before a
         full stage, as that one is priced (:meth:`_before_full`). A stage holds an op, so it
         ends at a later position, or in the same one when that is a cell: no empty stage changes
-        ``σ``. ``None`` once ``deadline`` has passed: the tables a probe builds first (the MoE's
-        256 cells: 5 s) would outlast it."""
+        ``σ``. ``None`` once ``deadline`` has passed: the tables a probe builds first may
+        outlast it."""
         types = self.positions.end.shape[1]
         threshold, here = self.positions.threshold, np.arange(self.last + 1)
         ends, handed = self.positions.end, self.positions.handed
@@ -2041,9 +2041,12 @@ class _Relaxation:
         from another group, or (not full) after a full stage on a link no faster than the
         inter-host one; else a full one receives over the σ → κ link after a full stage. It
         sends across hosts when it fills its group or commits ``γ`` to another group; else a
-        full one sends over the κ → ν link before a full stage. Not full, it keeps a ``γ`` it was
-        committed to (its next stage is in its group, or there is none); ``β`` stays on after a
-        stage of its group and is on after a full stage."""
+        full one sends over the κ → ν link before a full stage, and one that is not full before
+        a full one ends at its virtual end (:meth:`_before_full`). Not full, it passes on a
+        commitment or an obligation it is bound by when its next stage is in its group; a next
+        stage outside it meets an obligation and breaks a commitment (which γ may follow which:
+        :meth:`_commitment_sources`).
+        ``β`` stays on after a stage of its group and is on after a full stage."""
         types = len(self.counts)
         full, partial, before_full = reaches
         opens, fills = bool(sides & 2), bool(sides & 1)
@@ -2391,7 +2394,7 @@ def chain_lower_bound(
             # the relaxation without the handed tensors' links is far cheaper: its value brackets
             # the bisection of the one with them from below (bisected already when ranked; a finer
             # pass skips it: it brackets nothing the coarser one with the links did not, and its
-            # first probe builds its tables, 2 s at the MoE's 256 cells)
+            # probe at that one's bound is admitted)
             relaxations = (None,) if pairs is None else (pairs,) if ranked or not first else (None, pairs)
             for links in relaxations:
                 if links is not None and _past(deadline):
@@ -2408,6 +2411,8 @@ def chain_lower_bound(
             # pass's; one after a pass that proved nothing would spend its probes proving nothing
             # again (the MoE's A100 and MI300X cells after the H100's: 0.8 s at 64 cells, 2.4 s at
             # 128), and the next type gets the time instead
+            if upper is not None and best >= upper * (1 - _OPTIMAL):
+                return best
             followed = give_up is None
             if (
                 deadline is None
@@ -2416,8 +2421,6 @@ def chain_lower_bound(
                 or (followed and deadline - time.perf_counter() < (time.perf_counter() - started) / 2)
             ):
                 break
-            if upper is not None and best >= upper * (1 - _OPTIMAL):
-                return best
             builder.cells *= _FINER
     return best
 
