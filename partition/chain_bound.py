@@ -2576,7 +2576,8 @@ def _bisect_below(
 ) -> float:
     """The largest value ``feasible`` rejects in ``[floor, upper)``, found by bisection
     (``floor``, a known bound, when none is); the probe at ``floor`` comes first (admitted, so is
-    everything above it: one probe where another relaxation proved more), then, with
+    everything above it: one probe where another relaxation proved more; not in a galloping pass
+    without ``optimal_first``, whose first step does as much), then, with
     ``optimal_first``, one just below ``upper``, which proves ``upper`` optimal when it is
     rejected. With ``gallop``, from a known ``floor`` the probes then gallop up (:data:`_GALLOP`,
     doubling) until one is admitted, so that under a deadline every probe made raises the
@@ -2585,7 +2586,9 @@ def _bisect_below(
     incumbent, 0.6 s each there. A floor from a cheaper relaxation lies further below: the
     MoE's first pass with the handed tensors' links galloped 7 probes from 20.81 ms to 21.48
     before one was admitted at 22.14, then bisected 5 more."""
-    if floor > 0 and not gallop and feasible(floor):  # galloping, the first probe tells as much
+    # a later pass of one relaxation (no probe near ``upper``) gallops from its coarser pass's
+    # bound, where its first step tells as much as a probe at the floor
+    if floor > 0 and (optimal_first or not gallop) and feasible(floor):
         return floor
     if optimal_first and not feasible(upper / (1 + _OPTIMAL)):
         return upper / (1 + _OPTIMAL) * (1 - _SAFETY)  # ``upper`` is optimal within solve's tolerance
