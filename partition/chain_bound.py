@@ -253,7 +253,7 @@ class _Inner:
     """Stages inside the relaxed segments with branches (:meth:`_Builder.inner_stages`), per
     segment ``first``, the row of its first cell, and ``shape``, the index of its shape
     (:meth:`_Builder._shape_of`) in the other fields, stacked over the shapes (the 110k-op
-    MoE's 61 layers: one), ``representative`` being a segment of each: from start cell ``i``,
+    MoE's 61 layers: one; :attr:`representative`, a segment of each): from start cell ``i``,
     what a stage ending in cell ``j`` certainly sends (``send``: shapes × i × j × types on each
     type's best link; ``sent``: the raw (count, bytes)), the least tensor of each branch it
     touches (``touched``, raw; ``touched_time`` on each type's best link), and what one reaching
@@ -266,7 +266,6 @@ class _Inner:
 
     first: np.ndarray
     shape: np.ndarray
-    representative: np.ndarray
     send: np.ndarray
     sent: np.ndarray
     touched: np.ndarray
@@ -275,6 +274,12 @@ class _Inner:
     heads: np.ndarray
     head_time: np.ndarray
     through: np.ndarray
+
+    @property
+    def representative(self) -> np.ndarray:
+        """The first segment of each shape (the compute before a segment cancels out of a stage's
+        time inside it, so one stands for all)."""
+        return np.unique(self.shape, return_index=True)[1]
 
 
 @dataclass(frozen=True, eq=False)
@@ -838,8 +843,7 @@ class _Builder:
         if stages is not None:
             stages = (*stages, through)
         interior = self.comm(through[1], through[0])[None, :] + np.maximum(extra[None, :], branches)
-        amounts = np.array([len(always), self.size[always].sum()]) + touched
-        return end, start, amounts, interior, stages
+        return end, start, through + touched, interior, stages
 
     def segment_branches(self, b: int, lo: int, hi: int) -> _Branches | None:
         """The branches of segment ``b`` (see :class:`_Branches`), or ``None`` when its join has
@@ -1507,12 +1511,13 @@ def _positions(builder: _Builder, reference: int) -> tuple[_Positions, bool]:
     recv[0] = 0.0
     inner = None
     if builder.cell_stages:
-        shapes: dict[int, int] = {}  # the relaxation of one shape is one object (_Builder.relaxed)
-        shape = np.array([shapes.setdefault(id(stages), len(shapes)) for _, stages in builder.cell_stages])
-        representative = np.unique(shape, return_index=True)[1]
-        parts = zip(*(builder.cell_stages[r][1] for r in representative), strict=True)
+        # the relaxation of one shape is one object (_Builder.relaxed), numbered as first met
+        unique = {id(stages): stages for _, stages in builder.cell_stages}
+        number = {key: index for index, key in enumerate(unique)}
+        shape = np.array([number[id(stages)] for _, stages in builder.cell_stages])
+        parts = zip(*unique.values(), strict=True)
         first = np.array([first for first, _ in builder.cell_stages])
-        inner = _Inner(first, shape, representative, *(np.stack(part) for part in parts))
+        inner = _Inner(first, shape, *(np.stack(part) for part in parts))
     least = [builder.least_exchanged(b) for b in range(len(builder.bounds) - 1)]
     sent, received = (
         builder.comm(amounts[:, 1], amounts[:, 0])
