@@ -1270,15 +1270,20 @@ def _holding_work(predecessors: list[list[int]], work: np.ndarray, maker: int) -
     for v, preds in enumerate(predecessors):
         for u in preds:
             successors[u].append(v)
-    descendants = np.zeros(len(predecessors), dtype=bool)
-    descendants[maker] = True
-    stack = [maker]
+    return float(work[~_closure(successors, maker)].sum()) * (1 + 1e-9)
+
+
+def _closure(neighbours: list[list[int]], v: int) -> np.ndarray:
+    """``v`` and every op reachable from it along ``neighbours`` (per op, its list), as a mask."""
+    reached = np.zeros(len(neighbours), dtype=bool)
+    reached[v] = True
+    stack = [v]
     while stack:
-        for v in successors[stack.pop()]:
-            if not descendants[v]:
-                descendants[v] = True
-                stack.append(v)
-    return float(work[~descendants].sum()) * (1 + 1e-9)
+        for u in neighbours[stack.pop()]:
+            if not reached[u]:
+                reached[u] = True
+                stack.append(u)
+    return reached
 
 
 def _priced(amounts: np.ndarray, link: tuple[float, float]) -> np.ndarray:

@@ -71,6 +71,17 @@ the work its end's cut may hold less what its start's surely holds (T5 on 8 H100
 0.3714 → 0.3729 ms; on A100/L4/T4, 0.6901 → 0.7016). A later start then may cost more, so past
 the hung segment's boundary every point is extended, not only the undominated ones.
 
+**Broadcast tensors.** The relaxation keeps a mask's first reader (and those near it), but every
+reader still reads it. A part whose start's cut holds every kept reader, and so the mask's
+maker, and that certainly holds a dropped reader receives the mask once
+(:func:`_with_broadcast_receipts`). The stage holding the maker sends it to every other stage
+holding a reader, and readers that no stage within the probed bottleneck can hold two of need
+a stage each; so the points also say whether the maker is placed yet, and the stage that
+places it pays those sends less the one the relaxed tower may charge (:class:`_Sender`). Both
+slow the search (its second tower's reach steps up at each receipt, the points double), so they
+get a pass of their own at the finest resolution, after the group changes. CLIP's causal mask
+on 16 V100s at k = 16: 0.33250 → 0.33506 ms.
+
 **Hosts.** With the hosts grouped so that all the devices of each type lie in one group
 (:func:`~partition.chain_bound._host_groups`; on the zoo's mixed clusters each type has a host
 of its own), the counts of stages per type tell which groups the stages so far use. A stage
@@ -135,6 +146,7 @@ from .chain_bound import (
     _SAFETY,
     _bisect_below,
     _Builder,
+    _closure,
     _components,
     _count_layers,
     _host_groups,
@@ -153,7 +165,7 @@ from .chain_bound import (
     reused,
 )
 from .coarsen import _adjacency
-from .instance import Instance
+from .instance import CommMode, Instance
 
 _SPAN = 0.05  # of the ops: an op whose one input is made further back than this heads a hung chain
 _FLOATING_SHARE = 0.02  # of the graph's work (every type) that deleted floating paths may hold
@@ -161,6 +173,7 @@ _RESOLUTIONS = (200, 400, 800)  # groups of positions per tower, refined while t
 _MAX_ROWS = 3_000  # grouped rows of the smaller tower (its cost matrices are rows² per type)
 _ACROSS_PASSES = 4  # time left, in passes of the last resolution, for the bisection with group changes
 _ACROSS_STEP = 0.0025  # its first probe this far above the plain bound (relative), then twice as far …
+_BROADCAST_PASSES = 3  # time left, in plain passes of the last resolution, for the broadcasts' pass
 _ACROSS_STATES = 20_000_000  # its table's entries at most (count vectors × keys × rows; 160 MB)
 _MAX_OPS = 20_000  # larger graphs are left to the chain bound (finding towers is quadratic at worst)
 
@@ -180,10 +193,22 @@ class _Tower:
     compute_end: np.ndarray
     threshold: np.ndarray
     group_of: np.ndarray
+    need: np.ndarray | None = None
+    price: np.ndarray | None = None
 
     @property
     def last(self) -> int:
         return len(self.threshold) - 1
+
+    def _steps(self, kind: int, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per part from ``start`` (elementwise; columns), the rows from which its end
+        certainly holds a reader of each broadcast tensor (:func:`_with_broadcast_receipts`),
+        in increasing order, and the receipts' prices summed up to each of them."""
+        need = self.need[:, kind][:, start]
+        order = np.argsort(need, axis=0, kind="stable")
+        prices = np.broadcast_to(self.price[:, kind][:, None], need.shape)
+        paid = np.cumsum(np.take_along_axis(prices, order, axis=0), axis=0)
+        return np.take_along_axis(need, order, axis=0), paid
 
     def costs(self, kind: int) -> np.ndarray:
         """``cost[a, a']`` of a part on type ``kind`` from row ``a`` to row ``a'`` (0 on the
@@ -192,19 +217,45 @@ class _Tower:
         full = self.full_end[None, :, kind] - self.full_start[:, None, kind]
         compute = self.compute_end[None, :, kind] - self.compute_start[:, None, kind]
         cost = np.maximum(np.where(rows[None, :] > self.threshold[:, None], full, compute), 0.0)
+        if self.need is not None:
+            charged = rows[None, None, :] >= self.need[:, kind, :, None]
+            cost += (charged * self.price[:, kind, None, None]).sum(axis=0)
         cost[rows[None, :] < rows[:, None]] = np.inf
         cost[rows, rows] = 0.0
         return cost
 
     def reach(self, kind: int, start: np.ndarray, budget: np.ndarray) -> np.ndarray:
         """The furthest row a part on type ``kind`` from row ``start`` reaches within ``budget``
-        (elementwise; at least ``start``, -1 where the budget is negative)."""
+        (elementwise; at least ``start``, -1 where the budget is negative). With broadcast
+        receipts the price steps up at each row of :meth:`_steps`: the part reaches the
+        furthest row below the next step that the budget less the steps passed admits."""
+        furthest = self._unpriced_reach(kind, start, budget)
+        if self.need is not None:
+            stepped = np.flatnonzero(
+                furthest >= self.need[:, kind][:, start].min(axis=0)
+            )  # the others pass none
+            furthest[stepped] = self._stepped_reach(kind, start[stepped], budget[stepped], furthest[stepped])
+        return np.where(budget >= 0, np.maximum(furthest, start), -1)
+
+    def _stepped_reach(
+        self, kind: int, start: np.ndarray, budget: np.ndarray, unpriced: np.ndarray
+    ) -> np.ndarray:
+        """:meth:`reach` of parts whose unpriced reach (``unpriced``) passes a step."""
+        needs, paid = self._steps(kind, start)
+        furthest = np.minimum(unpriced, needs[0] - 1)
+        for step, (need, price) in enumerate(zip(needs, paid, strict=True)):
+            later = self._unpriced_reach(kind, start, budget - price)
+            if step + 1 < len(needs):
+                later = np.minimum(later, needs[step + 1] - 1)
+            furthest = np.maximum(furthest, np.where((budget >= price) & (later >= need), later, -1))
+        return furthest
+
+    def _unpriced_reach(self, kind: int, start: np.ndarray, budget: np.ndarray) -> np.ndarray:
         threshold = self.threshold[start]
         full = np.searchsorted(self.full_end[:, kind], self.full_start[start, kind] + budget, "right") - 1
         compute_start = self.compute_start[start, kind]
         compute = np.searchsorted(self.compute_end[:, kind], compute_start + budget, "right") - 1
-        furthest = np.maximum(np.where(full > threshold, full, -1), np.minimum(compute, threshold))
-        return np.where(budget >= 0, np.maximum(furthest, start), -1)
+        return np.maximum(np.where(full > threshold, full, -1), np.minimum(compute, threshold))
 
 
 @dataclass(frozen=True)
@@ -514,20 +565,155 @@ def _tower(
     reference: int,
     resolution: int,
     receipts: tuple[np.ndarray, np.ndarray] | None = None,
+    broadcasts: tuple[list[_Broadcast], float] | None = None,
 ) -> _Tower:
+    """``measured`` grouped at ``resolution`` as the DP reads it, charged the hung tensors'
+    ``receipts`` (:func:`_receipts`) and the ``broadcasts``' (with the bisection's upper end:
+    :func:`_with_broadcast_receipts`)."""
     grouped, group_of, starts = _grouped(measured.positions, reference, resolution, receipts)
     relaxation = _Relaxation(measured.instance, grouped)
     sent, received = (
         np.minimum.reduceat(least, starts, axis=0)
         for least in (measured.positions.least_sent, measured.positions.least_received)
     )
-    return _Tower(
+    tower = _Tower(
         np.maximum.accumulate(relaxation.full_start, axis=0),
         np.maximum.accumulate(grouped.start - received, axis=0),
         relaxation.full_end,
         np.minimum.accumulate((grouped.end + sent)[::-1], axis=0)[::-1],
         grouped.threshold,
         group_of,
+    )
+    if broadcasts is None or not broadcasts[0]:
+        return tower
+    return _with_broadcast_receipts(tower, measured, *broadcasts)
+
+
+@dataclass(frozen=True)
+class _Broadcast:
+    """A tensor made in a tower whose readers there the broadcast relaxation dropped, all but
+    ``kept`` (op ids): its size and the ``dropped`` readers."""
+
+    size: float
+    producer: str
+    kept: tuple[str, ...]
+    dropped: tuple[str, ...]
+
+
+def _broadcasts(instance: Instance, tower: Instance) -> list[_Broadcast]:
+    """The tensors of ``tower`` made there that ``instance`` has readers of in ``tower`` which
+    ``tower`` lacks (an attention mask every layer reads: CLIP's text tower)."""
+    index, found = tower.graph.index, []
+    original = {t.name: t for t in instance.graph.tensors}
+    for tensor in tower.graph.tensors:
+        if tensor.producer is None or not tensor.consumers:
+            continue
+        dropped = sorted({c for c in original[tensor.name].consumers if c in index} - set(tensor.consumers))
+        if dropped:
+            found.append(_Broadcast(tensor.bytes, tensor.producer, tuple(tensor.consumers), tuple(dropped)))
+    return found
+
+
+def _with_broadcast_receipts(
+    tower: _Tower, measured: _Measured, broadcasts: list[_Broadcast], upper: float
+) -> _Tower:
+    """``tower`` charging a part that certainly holds a dropped reader of a broadcast tensor
+    one receipt of it, on each type's best link.
+
+    A part whose start's cut lies at or beyond the boundary after every kept reader's segment
+    (so its cut holds the tensor's maker, an ancestor of theirs) and before a dropped reader's
+    segment, and whose end's cut lies at or beyond the boundary after it, holds that reader
+    and not the maker: its stage receives the tensor. The relaxed tower charges it nothing for
+    the tensor: its kept readers are all before the part, so the tensor crosses neither of the
+    part's cuts, and the dropped readers read nothing of it there. One receipt, however many
+    readers the part holds. A start before the kept readers' boundary is charged too, which
+    keeps a later start never costing more; that is harmless only when such a part, already
+    priced without the receipt, costs at least ``upper`` (every probed bottleneck is below),
+    so a reader is used on a type only where it does. On CLIP the text tower's causal mask
+    (23.7 KB, eleven readers dropped) goes to every stage with text layers."""
+    rows = tower.last + 1
+    latency, bandwidth = _links(measured.instance)
+    if measured.instance.options.overlap:  # communication overlaps compute: the bound drops it
+        return tower
+    group_of = tower.group_of
+    costs = [tower.costs(kind) for kind in range(len(latency))]
+    needs, prices = [], []
+    for broadcast in broadcasts:
+        kept_from = max(measured.rows(w)[1] for w in broadcast.kept)
+        earliest = int(group_of[kept_from])  # a boundary row is a group of its own
+        need = np.full((len(latency), rows), rows, dtype=np.int64)
+        for reader in broadcast.dropped:
+            if measured.rows(reader)[0] < kept_from:
+                continue
+            before, after = (int(group_of[row]) for row in measured.rows(reader))
+            for kind, cost in enumerate(costs):
+                if earliest > 0 and cost[:earliest, after:].min() < upper:
+                    continue
+                np.minimum(need[kind, : before + 1], after, out=need[kind, : before + 1])
+        needs.append(need)
+        prices.append(latency + broadcast.size / bandwidth)
+    return replace(tower, need=np.stack(needs), price=np.stack(prices))
+
+
+@dataclass(frozen=True)
+class _Sender:
+    """What the stage holding a broadcast tensor's maker sends (:meth:`_Product.feasible`): the
+    maker lies in tower ``side`` of the product; a cut at or before group ``lack_to`` may lack
+    it, one at or beyond ``hold_from`` may hold it; ``spans[i, j]``, the least work (over the
+    types) of a stage holding the ``i``-th and ``j``-th of its readers that descend from every
+    kept reader (``i < j``), and ``price``, one send of the tensor per type."""
+
+    side: int
+    lack_to: int
+    hold_from: int
+    spans: np.ndarray
+    price: np.ndarray
+
+    def charge(self, bottleneck: float) -> np.ndarray:
+        """The least the maker's stage sends at ``bottleneck``, per type: readers taken in order
+        while no stage within ``bottleneck`` can hold one with any taken before are each in a
+        stage of their own, so the maker's stage, holding at most one, sends to the others."""
+        taken: list[int] = []
+        for reader in range(len(self.spans)):
+            if all(self.spans[before, reader] > bottleneck for before in taken):
+                taken.append(reader)
+        return max(len(taken) - 1, 0) * self.price
+
+
+def _sender(measured: _Measured, tower: _Tower, broadcasts: list[_Broadcast], side: int) -> _Sender | None:
+    """The :class:`_Sender` of ``tower``'s largest broadcast tensor (``None``: none, or its
+    sends are not counted per destination).
+
+    Per destination, the stage holding the maker sends the tensor to every other stage holding
+    a reader. The relaxed tower charges it at most once (where the cut at the stage's end lacks
+    a kept reader; then the stage holds none of the readers that descend from the kept ones),
+    so the extra sends counted are one fewer than the stages those readers need. On CLIP's text
+    tower, six at most 0.33 ms apart on 16 V100s: five sends of the causal mask, 16 µs."""
+    instance = measured.instance
+    options = instance.options
+    if not broadcasts or options.overlap or options.comm_mode is not CommMode.PER_DESTINATION:
+        return None
+    broadcast = max(broadcasts, key=lambda b: b.size)
+    graph = instance.graph
+    index = graph.index
+    predecessors, successors = _adjacency(graph)
+    readers = sorted({*broadcast.kept, *broadcast.dropped}, key=index.__getitem__)
+    above = {r: _closure(predecessors, index[r]) for r in readers}
+    kept = [index[r] for r in broadcast.kept]
+    later = [r for r in readers if above[r][kept].all()]
+    below = {r: _closure(successors, index[r]) for r in later}
+    times = instance.costs.finite_times()
+    spans = np.zeros((len(later), len(later)))
+    for i, first in enumerate(later):
+        for j in range(i + 1, len(later)):
+            held = below[first] & above[later[j]]
+            held[[index[first], index[later[j]]]] = True
+            spans[i, j] = times[held].sum(axis=0).min()
+    latency, bandwidth = _links(instance)
+    before, after = measured.rows(broadcast.producer)
+    group_of = tower.group_of
+    return _Sender(
+        side, int(group_of[after]) - 1, int(group_of[before]) + 1, spans, latency + broadcast.size / bandwidth
     )
 
 
@@ -599,8 +785,9 @@ class _Product:
         floors: list,
         hung: _Hung | None = None,
         remote: tuple[_Tower, _Tower] | None = None,
+        sender: _Sender | None = None,
     ) -> None:
-        self.first, self.second, self.hung = first, second, hung
+        self.first, self.second, self.hung, self.sender = first, second, hung, sender
         stages = min(instance.options.stages, len(instance.cluster.devices))
         counts = tuple(min(c, stages) for c in instance.cluster.type_counts)
         self.vectors, self.previous_of, self.layers = _count_layers(counts, stages)
@@ -698,21 +885,58 @@ class _Product:
             found[charged] = np.minimum(found[charged], hung)
         return found
 
-    def feasible(self, bottleneck: float) -> bool:
+    def feasible(self, bottleneck: float, sending: bool = False) -> bool:
+        """Whether the stages reach both towers' ends within ``bottleneck``. ``sending`` with a
+        :class:`_Sender`: the points also say whether a stage so far holds the broadcast
+        tensor's maker (``furthest[c, held]``); until then every cut may lack it, the stage
+        that takes it pays its sends, and the last stage must have passed it."""
         first, second = self.first, self.second
-        furthest = np.full((len(self.vectors), first.last + 1), -1, dtype=np.int64)
-        furthest[0, 0] = 0
+        sender = self.sender if sending else None
+        charge = None if sender is None else sender.charge(bottleneck)
+        furthest = np.full((len(self.vectors), 1 + (sender is not None), first.last + 1), -1, dtype=np.int64)
+        furthest[0, 0, 0] = 0
         for layer in self.layers:
             for row in layer:
                 best = furthest[row]
                 for kind, previous in enumerate(self.previous_of):
                     if previous[row] >= 0:
                         sides = 0 if self.sides is None else int(self.sides[kind][row])
-                        self._extend(kind, furthest[previous[row]], bottleneck, best, sides)
-                furthest[row] = self._excluded(best)
-            if (furthest[layer, first.last] >= second.last).any():
+                        self._extend_holding(kind, furthest[previous[row]], bottleneck, best, sides, charge)
+                for held, points in enumerate(best):
+                    best[held] = self._excluded(points)
+            if (furthest[layer, -1, first.last] >= second.last).any():
                 return True
         return False
+
+    def _extend_holding(
+        self,
+        kind: int,
+        points: np.ndarray,
+        bottleneck: float,
+        best: np.ndarray,
+        sides: int,
+        charge: np.ndarray | None,
+    ) -> None:
+        """:meth:`_extend` from ``points[held]`` to ``best[held]``, and with the sender's
+        ``charge`` (per type, at ``bottleneck``), from the points before the maker to those past
+        it, the stage paying the sends: its part in the maker's tower starts where the cut may
+        lack the maker (every point before it does) and ends where it may hold it."""
+        sender = self.sender
+        if charge is None or sender is None:
+            self._extend(kind, points[0], bottleneck, best[0], sides)
+            return
+        lacking, holding = np.full_like(best[0], -1), np.full_like(best[1], -1)
+        self._extend(kind, points[0], bottleneck, lacking, sides)
+        self._extend(kind, points[0], bottleneck - charge[kind], holding, sides)
+        if sender.side == 0:  # rows are the first tower's
+            lacking[sender.lack_to + 1 :] = -1
+            holding[: sender.hold_from] = -1
+        else:
+            lacking = np.minimum(lacking, sender.lack_to)
+            holding[holding < sender.hold_from] = -1
+        np.maximum(best[0], lacking, out=best[0])
+        np.maximum(best[1], holding, out=best[1])
+        self._extend(kind, points[1], bottleneck, best[1], sides)
 
     @property
     def prices_changes(self) -> bool:
@@ -918,38 +1142,91 @@ def tower_lower_bound(
         return floor
     forward, backward = (_precedences(x, y, found.links) for x, y in (measured, measured[::-1]))
     tensors = _hung_tensors(instance, found)
-    hung_first = bool(tensors) and found.links[0][0] in measured[0].instance.graph.index
+    broadcasts = tuple(_broadcasts(instance, tower) for tower in (found.first, found.second))
+    setting = _Setting(
+        instance, found, tuple(measured), remote, forward, backward, tensors, broadcasts, upper
+    )
     best = floor
     product: _Product | None = None
     for resolution in _RESOLUTIONS:
         started = time.perf_counter()
-        parts = [_tower(m, reference, resolution) for m in measured]
-        # the priced-across-hosts towers add three cost matrices per type: only while they stay small
-        small = max(part.last for part in parts) < _MAX_ROWS // 2
-        far = None if remote is None or not small else [_tower(m, reference, resolution) for m in remote]
-        ceilings, floors = forward, backward
-        # the staircase over the tower the hung chains hang on, else over the one with fewer rows
-        flip = not hung_first if tensors else parts[0].last > parts[1].last
-        if flip:
-            parts, ceilings, floors = parts[::-1], backward, forward
-            far = None if far is None else far[::-1]
-        if parts[0].last >= _MAX_ROWS:  # its cost matrices would not fit (segment boundaries stay)
+        built = setting.product(resolution, charged=False)
+        if built is None:  # its cost matrices would not fit
             break
-        hung = None
-        if tensors:
-            x, y = measured[::-1] if flip else measured
-            hung = _hung_costs(x, y, parts[0], found, tensors, resolution)
-        product = _Product(instance, *parts, ceilings, floors, hung, None if far is None else tuple(far))
+        product, finest = built, resolution
         best = max(best, _bisect_below(product.feasible, best, upper, deadline))
         left = None if deadline is None else deadline - time.perf_counter()
         if left is not None and left < 2 * (time.perf_counter() - started):  # a finer pass takes longer
             break
+    if product is None:
+        return best
     left = np.inf if deadline is None else deadline - time.perf_counter()
     last_pass = time.perf_counter() - started
-    if product is not None and product.prices_changes and left > _ACROSS_PASSES * last_pass:
+    if product.prices_changes and left > _ACROSS_PASSES * last_pass:
         across = functools.partial(product.feasible_across, deadline=give_up)
         best = max(best, _raised(across, best, upper, deadline) * (1 - _SAFETY))
+    # the broadcast tensors' receipts slow every search of the second tower, and the maker's
+    # sends double the points: a pass of their own at the finest resolution, after the group
+    # changes (which lift the mixed clusters' bounds more and were timed by the plain passes)
+    left = np.inf if deadline is None else deadline - time.perf_counter()
+    if any(broadcasts) and left > _BROADCAST_PASSES * last_pass:
+        charged = setting.product(finest, charged=True)
+        assert charged is not None  # built before at this resolution
+        sending = functools.partial(charged.feasible, sending=True)
+        best = max(best, _bisect_below(sending, best, upper, deadline, optimal_first=False))
     return best
+
+
+@dataclass(frozen=True)
+class _Setting:
+    """What :func:`tower_lower_bound` builds its products from at every resolution: the two
+    towers' positions (``remote``: priced across hosts, or ``None``), the cut precedences each
+    way, the hung tensors, each tower's broadcast tensors and the bisection's upper end."""
+
+    instance: Instance
+    found: Towers
+    measured: tuple[_Measured, _Measured]
+    remote: list[_Measured] | None
+    forward: list[tuple[int, int]]
+    backward: list[tuple[int, int]]
+    tensors: list[tuple[float, list[str]]]
+    broadcasts: tuple[list[_Broadcast], list[_Broadcast]]
+    upper: float
+
+    def product(self, resolution: int, charged: bool) -> _Product | None:
+        """The product at ``resolution`` (``None`` where the staircase's cost matrices would
+        not fit), ``charged`` the broadcast tensors' receipts and sends."""
+        measured, tensors = self.measured, self.tensors
+        pairs = zip(measured, self.broadcasts, strict=True)
+        parts = [
+            _tower(m, m.reference, resolution, None, (b, self.upper) if charged else None) for m, b in pairs
+        ]
+        # the priced-across-hosts towers add three cost matrices per type: only while they stay small
+        small = max(part.last for part in parts) < _MAX_ROWS // 2
+        remote = self.remote
+        far = None if remote is None or not small else [_tower(m, m.reference, resolution) for m in remote]
+        ceilings, floors = self.forward, self.backward
+        # the staircase over the tower the hung chains hang on, else over the one with fewer rows
+        hung_first = bool(tensors) and self.found.links[0][0] in measured[0].instance.graph.index
+        flip = not hung_first if tensors else parts[0].last > parts[1].last
+        order = (1, 0) if flip else (0, 1)
+        if flip:
+            parts, ceilings, floors = parts[::-1], floors, ceilings
+            far = None if far is None else far[::-1]
+        if parts[0].last >= _MAX_ROWS:  # segment boundaries stay
+            return None
+        hung = None
+        if tensors:
+            x, y = (measured[t] for t in order)
+            hung = _hung_costs(x, y, parts[0], self.found, tensors, resolution)
+        sender = None
+        if charged:
+            senders = (
+                _sender(measured[t], parts[side], self.broadcasts[t], side) for side, t in enumerate(order)
+            )
+            sender = max((s for s in senders if s is not None), key=lambda s: s.price.max(), default=None)
+        far = None if far is None else tuple(far)
+        return _Product(self.instance, *parts, ceilings, floors, hung, far, sender)
 
 
 def _raised(feasible: Callable[[float], bool], lower: float, high: float, deadline: float | None) -> float:
