@@ -231,9 +231,8 @@ class _Tower:
         furthest row below the next step that the budget less the steps passed admits."""
         furthest = self._unpriced_reach(kind, start, budget)
         if self.need is not None:
-            stepped = np.flatnonzero(
-                furthest >= self.need[:, kind][:, start].min(axis=0)
-            )  # the others pass none
+            first_step = self.need[:, kind][:, start].min(axis=0)
+            stepped = np.flatnonzero(furthest >= first_step)  # the others pass no step
             furthest[stepped] = self._stepped_reach(kind, start[stepped], budget[stepped], furthest[stepped])
         return np.where(budget >= 0, np.maximum(furthest, start), -1)
 
@@ -631,10 +630,10 @@ def _with_broadcast_receipts(
     priced without the receipt, costs at least ``upper`` (every probed bottleneck is below),
     so a reader is used on a type only where it does. On CLIP the text tower's causal mask
     (23.7 KB, eleven readers dropped) goes to every stage with text layers."""
-    rows = tower.last + 1
-    latency, bandwidth = _links(measured.instance)
     if measured.instance.options.overlap:  # communication overlaps compute: the bound drops it
         return tower
+    rows = tower.last + 1
+    latency, bandwidth = _links(measured.instance)
     group_of = tower.group_of
     costs = [tower.costs(kind) for kind in range(len(latency))]
     needs, prices = [], []
