@@ -143,6 +143,9 @@ _CLUSTER_KEYS = {
     "link_types",
 }
 _HOST_KEYS = {"name", "devices", "intra_link"}
+# every device is an object and solvers index them: a count of 10¹² (found by `make fuzz`) would
+# fill the memory before any check, while real pipelines use tens to thousands
+_MAX_DEVICES = 65_536
 
 
 def _lookup(table: Mapping[str, Any], name: Any, what: str, where: str) -> Any:
@@ -200,6 +203,11 @@ def parse_cluster(document: Any, *, where: str = "cluster", catalog: Catalog | N
             if isinstance(count, bool) or not isinstance(count, int) or count < 0:
                 raise ClusterError(
                     f"{where}: host {name!r}: count of {type_name!r} must be a whole number ≥ 0"
+                )
+            if len(devices) + count > _MAX_DEVICES:
+                raise ClusterError(
+                    f"{where}: host {name!r}: {count} of {type_name!r} make more than the"
+                    f" {_MAX_DEVICES} devices a cluster may have"
                 )
             devices.extend(Device(f"{name}/{type_name}:{i}", type_name, h) for i in range(count))
     if not devices:

@@ -154,6 +154,7 @@ from .chain_bound import (
     _in_groups,
     _largest_segment,
     _links,
+    _members,
     _narrowed,
     _past,
     _Positions,
@@ -173,6 +174,7 @@ _RESOLUTIONS = (200, 400, 800)  # groups of positions per tower, refined while t
 _MAX_ROWS = 3_000  # grouped rows of the smaller tower (its cost matrices are rows² per type)
 _ACROSS_PASSES = 4  # time left, in passes of the last resolution, for the bisection with group changes
 _ACROSS_STEP = 0.0025  # its first probe this far above the plain bound (relative), then twice as far …
+_WITNESS_FACTORS = (1.001, 1.003, 1.01, 1.03)  # above the bound, where a primal start is traced
 _BROADCAST_PASSES = 3  # time left, in plain passes of the last resolution, for the broadcasts' pass
 _ACROSS_STATES = 20_000_000  # its table's entries at most (count vectors × keys × rows; 160 MB)
 _MAX_OPS = 20_000  # larger graphs are left to the chain bound (finding towers is quadratic at worst)
@@ -481,6 +483,30 @@ class _Measured:
     segment: np.ndarray
     reference: int
     cuts: dict[int, np.ndarray]
+    bounds: np.ndarray  # each segment's first op, then the op count
+    ideals: dict[int, list[int] | None]  # each segment's ideals (bitsets), None for cells
+
+    def cut(self, row: int) -> np.ndarray:
+        """The ops of a cut at ``row`` (a mask): every segment before the row's and, of its own,
+        the row's ideal, or for a cell the prefix of the segment's ops whose work on the
+        reference type is nearest the cell's middle (a downset: a segment's ops are contiguous
+        in the order and read only earlier ops), as :mod:`.solvers.chain_round` rounds them."""
+        n = len(self.instance.graph.ops)
+        b = int(np.searchsorted(self.firsts, row, "right")) - 1
+        if b >= len(self.bounds) - 1:
+            return np.ones(n, dtype=bool)
+        lo, hi = int(self.bounds[b]), int(self.bounds[b + 1])
+        held = np.arange(n) < lo
+        k = row - int(self.firsts[b])
+        ideals = self.ideals.get(b)
+        if ideals is not None:
+            held[lo:hi] = _members([ideals[k]], hi - lo)[0]
+        else:
+            cuts = self.cuts[b]
+            middle = (cuts[k] + cuts[min(k + 1, len(cuts) - 1)]) / 2
+            work = np.cumsum(self.instance.costs.finite_times()[lo:hi, self.reference])
+            held[lo : lo + int(np.searchsorted(work, middle))] = True
+        return held
 
     def rows(self, op: str) -> tuple[int, int]:
         """The boundary rows before and after ``op``'s segment: a cut at or before the first
@@ -521,7 +547,9 @@ def _measured(instance: Instance, reference: int) -> _Measured:
             lo, hi = int(builder.bounds[b]), int(builder.bounds[b + 1])
             total = builder.times[lo:hi, reference].sum()
             cuts[b] = np.linspace(0.0, total, firsts[b + 1] - firsts[b])
-    return _Measured(instance, positions, firsts, builder.segment, reference, cuts)
+    return _Measured(
+        instance, positions, firsts, builder.segment, reference, cuts, builder.bounds, dict(builder.ideals)
+    )
 
 
 def _precedences(x: _Measured, y: _Measured, links: tuple[tuple[str, str], ...]) -> list[tuple[int, int]]:
@@ -635,23 +663,21 @@ def _with_broadcast_receipts(
     rows = tower.last + 1
     latency, bandwidth = _links(measured.instance)
     group_of = tower.group_of
-    costs = [tower.costs(kind) for kind in range(len(latency))]
-    needs, prices = [], []
-    for broadcast in broadcasts:
-        kept_from = max(measured.rows(w)[1] for w in broadcast.kept)
-        earliest = int(group_of[kept_from])  # a boundary row is a group of its own
-        need = np.full((len(latency), rows), rows, dtype=np.int64)
-        for reader in broadcast.dropped:
-            if measured.rows(reader)[0] < kept_from:
-                continue
-            before, after = (int(group_of[row]) for row in measured.rows(reader))
-            for kind, cost in enumerate(costs):
+    need = np.full((len(broadcasts), len(latency), rows), rows, dtype=np.int64)
+    for kind in range(len(latency)):  # one cost matrix at a time (rows² each)
+        cost = tower.costs(kind)
+        for number, broadcast in enumerate(broadcasts):
+            kept_from = max(measured.rows(w)[1] for w in broadcast.kept)
+            earliest = int(group_of[kept_from])  # a boundary row is a group of its own
+            for reader in broadcast.dropped:
+                if measured.rows(reader)[0] < kept_from:
+                    continue
+                before, after = (int(group_of[row]) for row in measured.rows(reader))
                 if earliest > 0 and cost[:earliest, after:].min() < upper:
                     continue
-                np.minimum(need[kind, : before + 1], after, out=need[kind, : before + 1])
-        needs.append(need)
-        prices.append(latency + broadcast.size / bandwidth)
-    return replace(tower, need=np.stack(needs), price=np.stack(prices))
+                np.minimum(need[number, kind, : before + 1], after, out=need[number, kind, : before + 1])
+    price = np.stack([latency + broadcast.size / bandwidth for broadcast in broadcasts])
+    return replace(tower, need=need, price=price)
 
 
 @dataclass(frozen=True)
@@ -785,8 +811,10 @@ class _Product:
         hung: _Hung | None = None,
         remote: tuple[_Tower, _Tower] | None = None,
         sender: _Sender | None = None,
+        order: tuple[int, int] = (0, 1),
     ) -> None:
         self.first, self.second, self.hung, self.sender = first, second, hung, sender
+        self.order = order  # the towers (of :class:`Towers`) that ``first`` and ``second`` are
         stages = min(instance.options.stages, len(instance.cluster.devices))
         counts = tuple(min(c, stages) for c in instance.cluster.type_counts)
         self.vectors, self.previous_of, self.layers = _count_layers(counts, stages)
@@ -889,6 +917,11 @@ class _Product:
         :class:`_Sender`: the points also say whether a stage so far holds the broadcast
         tensor's maker (``furthest[c, held]``); until then every cut may lack it, the stage
         that takes it pays its sends, and the last stage must have passed it."""
+        return self._table(bottleneck, sending)[1] is not None
+
+    def _table(self, bottleneck: float, sending: bool) -> tuple[np.ndarray, int | None]:
+        """The points of :meth:`feasible` (count vectors × held × first tower's rows) up to the
+        first layer that reaches both ends, and that layer's count vector reaching them."""
         first, second = self.first, self.second
         sender = self.sender if sending else None
         charge = None if sender is None else sender.charge(bottleneck)
@@ -903,9 +936,73 @@ class _Product:
                         self._extend_holding(kind, furthest[previous[row]], bottleneck, best, sides, charge)
                 for held, points in enumerate(best):
                     best[held] = self._excluded(points)
-            if (furthest[layer, -1, first.last] >= second.last).any():
-                return True
-        return False
+            reached = layer[furthest[layer, -1, first.last] >= second.last]
+            if len(reached):
+                return furthest, int(reached[0])
+        return furthest, None
+
+    def witness(self, bottleneck: float, sending: bool = False) -> list[tuple[int, int, int]] | None:
+        """Stages (type, end row in the first tower, end row in the second) that reach both
+        towers' ends within ``bottleneck`` in the relaxation (``None``: none do), traced back
+        through :meth:`_table`: from each stage's end, a point of the count vector one stage of
+        its type fewer from which such a stage reaches it (its first part costs no more to a
+        nearer end, so points the precedences moved to an earlier row are found too)."""
+        furthest, row = self._table(bottleneck, sending)
+        if row is None:
+            return None
+        sender = self.sender if sending else None
+        charge = None if sender is None else sender.charge(bottleneck)
+        held, a, b = furthest.shape[1] - 1, self.first.last, self.second.last
+        stages = []
+        while row != 0:
+            step = self._step_back(furthest, row, held, a, b, bottleneck, charge)
+            if step is None:
+                return None
+            kind, row, held, start_a, start_b = step
+            stages.append((kind, a, b))
+            a, b = start_a, start_b
+        return stages[::-1]
+
+    def _step_back(
+        self,
+        furthest: np.ndarray,
+        row: int,
+        held: int,
+        a: int,
+        b: int,
+        bottleneck: float,
+        charge: np.ndarray | None,
+    ) -> tuple[int, int, int, int, int] | None:
+        """A stage ending at ``(a, ≥ b)`` in state ``(row, held)`` of the table: its type, the
+        state it starts from and its start ``(a₀, b₀)``; ``None`` when none is found."""
+        sender = self.sender
+        for kind, previous in enumerate(self.previous_of):
+            before = int(previous[row])
+            if before < 0:
+                continue
+            sides = 0 if self.sides is None else int(self.sides[kind][row])
+            for source in {held, 0} if charge is not None else {0}:
+                price = charge[kind] if charge is not None and source != held else 0.0
+                if sender is not None and charge is not None:
+                    maker_end = a if sender.side == 0 else b
+                    if (source == 0 and held == 0 and maker_end > sender.lack_to) or (
+                        held == 1 and source == 0 and maker_end < sender.hold_from
+                    ):
+                        continue
+                points = furthest[before, source]
+                starts = np.flatnonzero(points[: a + 1] >= 0)
+                if not len(starts):
+                    continue
+                left = bottleneck - price - self.costs[kind, sides][starts, a]
+                fits = left >= 0
+                starts, left = starts[fits], left[fits]
+                ends = np.full(len(starts), a)
+                reach = self._second_reach(kind, sides, starts, ends, points[starts], left)
+                found = np.flatnonzero(reach >= b)
+                if len(found):
+                    start = int(starts[found[0]])
+                    return kind, before, source, start, int(points[start])
+        return None
 
     def _extend_holding(
         self,
@@ -1132,19 +1229,10 @@ def tower_lower_bound(
     late = _past(deadline)
     if found is None or not np.isfinite(upper) or floor >= upper or late:
         return floor
-    reference = int(instance.costs.finite_times().sum(axis=0).argmin())
-    measured = [_measured(tower, reference) for tower in (found.first, found.second)]
-    remote = None
-    if _host_groups(instance) is not None:
-        remote = [_measured(_across_hosts(tower), reference) for tower in (found.first, found.second)]
+    setting = _setting(instance, found, upper)
     if _past(deadline):
         return floor
-    forward, backward = (_precedences(x, y, found.links) for x, y in (measured, measured[::-1]))
-    tensors = _hung_tensors(instance, found)
-    broadcasts = tuple(_broadcasts(instance, tower) for tower in (found.first, found.second))
-    setting = _Setting(
-        instance, found, tuple(measured), remote, forward, backward, tensors, broadcasts, upper
-    )
+    broadcasts = setting.broadcasts
     best = floor
     product: _Product | None = None
     for resolution in _RESOLUTIONS:
@@ -1174,6 +1262,20 @@ def tower_lower_bound(
         sending = functools.partial(charged.feasible, sending=True)
         best = max(best, _bisect_below(sending, best, upper, deadline, optimal_first=False))
     return best
+
+
+def _setting(instance: Instance, found: Towers, upper: float) -> _Setting:
+    """The towers' positions (measured on the fastest type) and what else the products of
+    :func:`tower_lower_bound` and :func:`tower_witness` are built from."""
+    reference = int(instance.costs.finite_times().sum(axis=0).argmin())
+    measured = (_measured(found.first, reference), _measured(found.second, reference))
+    remote = None
+    if _host_groups(instance) is not None:
+        remote = [_measured(_across_hosts(tower), reference) for tower in (found.first, found.second)]
+    forward, backward = (_precedences(x, y, found.links) for x, y in (measured, measured[::-1]))
+    tensors = _hung_tensors(instance, found)
+    broadcasts = (_broadcasts(instance, found.first), _broadcasts(instance, found.second))
+    return _Setting(instance, found, measured, remote, forward, backward, tensors, broadcasts, upper)
 
 
 @dataclass(frozen=True)
@@ -1225,7 +1327,46 @@ class _Setting:
             )
             sender = max((s for s in senders if s is not None), key=lambda s: s.price.max(), default=None)
         far = None if far is None else tuple(far)
-        return _Product(self.instance, *parts, ceilings, floors, hung, far, sender)
+        return _Product(self.instance, *parts, ceilings, floors, hung, far, sender, order)
+
+
+def tower_witness(instance: Instance, bound: float, upper: float) -> list[tuple[int, np.ndarray]] | None:
+    """The stages of the relaxation's witness just above ``bound`` (below ``upper``), at the
+    finest resolution with the broadcast tensors charged: per stage its device type and the
+    ops of the original graph (a mask) that the two towers' cuts at its end hold. A primal
+    start (:func:`~partition.solvers.tower_split.witness_placement`), not a bound: ``None``
+    where the graph has no towers or no witness is found below ``upper``."""
+    found = towers(instance)
+    if found is None or not np.isfinite(upper) or bound <= 0:
+        return None
+    setting = _setting(instance, found, upper)
+    product = setting.product(_RESOLUTIONS[-1], charged=True)
+    if product is None:
+        return None
+    for factor in _WITNESS_FACTORS:
+        if bound * factor >= upper:
+            return None
+        stages = product.witness(bound * factor, sending=True)
+        if stages is not None:
+            break
+    else:
+        return None
+    index = instance.graph.index
+    ids = [
+        np.array([index[op.id] for op in setting.measured[t].instance.graph.ops], dtype=np.int64)
+        for t in product.order
+    ]
+    starts = [
+        np.searchsorted(tower.group_of, np.arange(tower.last + 1))
+        for tower in (product.first, product.second)
+    ]
+    cuts = []
+    for kind, a, b in stages:
+        held = np.zeros(len(instance.graph.ops), dtype=bool)
+        for t, group, ops, first_rows in zip(product.order, (a, b), ids, starts, strict=True):
+            held[ops[setting.measured[t].cut(int(first_rows[group]))]] = True
+        cuts.append((kind, held))
+    return cuts
 
 
 def _raised(feasible: Callable[[float], bool], lower: float, high: float, deadline: float | None) -> float:

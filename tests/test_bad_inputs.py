@@ -195,6 +195,7 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
         "unknown link type 'carrier-pigeon'",
     ),
     "negative device count": (_cluster_case(_host({"L4": -1})), "whole number ≥ 0"),
+    "huge device count": (_cluster_case(_host({"L4": 10**12})), "more than the 65536 devices"),
     "unknown cluster field": (_cluster_case({**_host({"L4": 1}), "colour": "red"}), "unknown field 'colour'"),
     "unknown host field": (_cluster_case(_host({"L4": 1}, gpus=3)), "unknown field 'gpus'"),
     "wrong cluster version": (
