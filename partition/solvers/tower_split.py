@@ -314,7 +314,7 @@ def witness_placement(
     for the original ops ``members[v]``; ``None`` without a witness or with more stages of a
     type than devices.
 
-    Each op goes to the first stage whose cut holds it (a coarse op: its last member's), an op in
+    Each op goes to the first stage whose cut holds it (a coarse op: its members' latest), an op in
     neither tower (CLIP's ArgMax path) to the least loaded stage its placed inputs and readers
     allow; then every op moves at least to its inputs' stages, and stage ``c`` gets the next
     device of its witness's type in host order. The witness prices every part at the relaxation's
