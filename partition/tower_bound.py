@@ -941,17 +941,17 @@ class _Product:
                 return furthest, int(reached[0])
         return furthest, None
 
-    def witness(self, bottleneck: float, sending: bool = False) -> list[tuple[int, int, int]] | None:
+    def witness(self, bottleneck: float) -> list[tuple[int, int, int]] | None:
         """Stages (type, end row in the first tower, end row in the second) that reach both
-        towers' ends within ``bottleneck`` in the relaxation (``None``: none do), traced back
+        towers' ends within ``bottleneck`` in the relaxation with the maker's sends, if any
+        (``None``: none do), traced back
         through :meth:`_table`: from each stage's end, a point of the count vector one stage of
         its type fewer from which such a stage reaches it (its first part costs no more to a
         nearer end, so points the precedences moved to an earlier row are found too)."""
-        furthest, row = self._table(bottleneck, sending)
+        furthest, row = self._table(bottleneck, sending=True)
         if row is None:
             return None
-        sender = self.sender if sending else None
-        charge = None if sender is None else sender.charge(bottleneck)
+        charge = None if self.sender is None else self.sender.charge(bottleneck)
         held, a, b = furthest.shape[1] - 1, self.first.last, self.second.last
         stages = []
         while row != 0:
@@ -1346,7 +1346,7 @@ def tower_witness(instance: Instance, bound: float, upper: float) -> list[tuple[
     for factor in _WITNESS_FACTORS:
         if bound * factor >= upper:
             return None
-        stages = product.witness(bound * factor, sending=True)
+        stages = product.witness(bound * factor)
         if stages is not None:
             break
     else:
