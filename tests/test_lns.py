@@ -71,6 +71,29 @@ def test_polish_is_valid_never_worse_and_on_time(seed: int, baseline: str) -> No
     assert report.placement.num_stages == start.placement.num_stages
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_escape_runs_first_and_only_a_better_move_is_taken(seed: int) -> None:
+    instance = random_dag_instance(seed, 30, hosts=TWO_HOSTS, stages=5, edge_probability=0.1)
+    start = partition.solve(instance, "uniform").placement
+    better = polish(instance, start, Settings(), time.perf_counter() + 2.0).placement
+    assert partition.evaluate(instance, better).bottleneck < partition.evaluate(instance, start).bottleneck
+    seen: list[partition.Placement] = []
+
+    def escape(placement: partition.Placement, deadline: float) -> partition.Placement | None:
+        seen.append(placement)
+        return better if len(seen) == 1 else start  # later, a worse move: never taken
+
+    messages: list[str] = []
+    report = polish(
+        instance, start, Settings(progress=messages.append), time.perf_counter() + 2.0, escape=escape
+    )
+    # the escape runs before any window (a device swap may come first), and its move is taken
+    assert seen[0].stage_of == start.stage_of
+    assert next(m for m in messages if "escaped" in m or "improved" in m).startswith("lns: escaped")
+    evaluation = partition.evaluate(instance, report.placement)
+    assert evaluation.valid and evaluation.bottleneck <= partition.evaluate(instance, better).bottleneck
+
+
 def _moe_instance(stages: int) -> partition.Instance:
     graph = synthetic.moe_graph(layers=4, experts=32, top_k=4, hidden=1024, expert_intermediate=512, seq=512)
     return partition.build_instance(graph, synthetic.hetero_cluster(3, 4), partition.Options(stages=stages))
