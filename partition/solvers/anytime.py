@@ -669,8 +669,8 @@ class _Search:
 
     def reinterleaved(self, placement: Placement, deadline: float) -> Placement | None:
         """The two towers interleaved anew along ``placement``'s own order
-        (:func:`.tower_split.along`), the escape of the polish (:func:`.lns.polish`). Every round
-        is offered; returns the best that beats ``placement``, else ``None``."""
+        (:func:`.tower_split.along`), the escape of the polish (:func:`.lns.polish`): the best
+        round that beats ``placement``, else ``None`` (the polish offers what it ends at)."""
         found = towers(self.instance)
         if found is None:
             return None
@@ -684,7 +684,6 @@ class _Search:
         ):
             candidate = interleaved.placement
             if candidate.num_stages == placement.num_stages:
-                self.offer_fine(candidate)
                 bottleneck, latency, valid = self.fine_scorer.score(
                     np.asarray(candidate.stage_of), np.asarray(candidate.devices)
                 )

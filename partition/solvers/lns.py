@@ -458,6 +458,7 @@ def polish(
         return PolishReport(start, False, 0, ())
     initial = times
     escaped, next_escape = False, time.perf_counter()  # escaped from the incumbent; when the next may run
+    escapes = 0  # escapes taken
 
     def accepted(new_stage: np.ndarray, new_devices: np.ndarray, what: str) -> bool:
         nonlocal stage_of, devices, times
@@ -480,7 +481,7 @@ def polish(
             escaped = True  # also after a move: the move's result is where the escape would end again
             next_escape = time.perf_counter() + _ESCAPE_PAUSE * (time.perf_counter() - began)
             if moved is not None and len(moved.devices) == len(devices):
-                accepted(np.asarray(moved.stage_of), np.asarray(moved.devices), "escaped")
+                escapes += accepted(np.asarray(moved.stage_of), np.asarray(moved.devices), "escaped")
             continue
         around = [w for w in search.windows_around(times) if w not in search.proven]
         if not around:  # every window around the slowest stages is proven: centre on more stages
@@ -526,9 +527,8 @@ def polish(
     ):
         placement = start
     improved = placement != start
-    summary = (
-        f"lns: {search.windows} windows searched, {len(search.proven)} proven locally optimal; bottleneck"
-    )
+    summary = f"lns: {search.windows} windows searched, {len(search.proven)} proven locally optimal"
+    summary += f", escape moves taken: {escapes}; bottleneck" if escape is not None else "; bottleneck"
     summary += (
         f" {initial.max():.6g} s → {times.max():.6g} s (latency {initial.sum():.6g} s → {times.sum():.6g} s)"
         if improved
