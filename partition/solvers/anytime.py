@@ -86,7 +86,7 @@ from ..coarsen import Coarsening, coarsen_exact, module_groups, sibling_groups
 from ..graph import keyed_topological_order
 from ..instance import Instance
 from ..placement import Placement, Status
-from ..tower_bound import structural_lower_bound, towers
+from ..tower_bound import Towers, structural_lower_bound, towers
 from ._devices import host_orders, host_ranking, host_sequence, neighbour_hosts, used_hosts
 from ._scoring import Scorer, TensorArrays
 from .base import Capabilities, Outcome, Scope, Settings, Solver
@@ -644,13 +644,16 @@ class _Search:
             self.best_order, self.best_hosts = order, hosts
         return bottleneck, placement
 
+    def two_towers(self) -> Towers | None:
+        """The graph's two towers (:func:`~partition.tower_bound.towers`), on graphs small enough
+        for the structural bounds; else ``None``."""
+        return towers(self.instance) if len(self.instance.graph.ops) <= _STRUCTURAL_BOUND_OPS else None
+
     def interleave_towers(self) -> None:
         """Offer the two towers interleaved over the incumbent's devices (:mod:`.tower_split`),
         and the exact split of the order that interleaving gives, where the graph has towers."""
-        if self.best_placement is None or len(self.instance.graph.ops) > _STRUCTURAL_BOUND_OPS:
-            return
-        found = towers(self.instance)
-        if found is None:
+        found = self.two_towers()
+        if self.best_placement is None or found is None:
             return
         deadline = time.perf_counter() + max(self.remaining(), 0.0) * _INTERLEAVING_SHARE
         fine = self.fine.instance
@@ -667,13 +670,10 @@ class _Search:
             splitter = _Splitter(fine, interleaved.order, self.fine_tensors)
             self.offer_fine(_best_split(splitter, devices, self.bound, self.dp_budget()))
 
-    def reinterleaved(self, placement: Placement, deadline: float) -> Placement | None:
-        """The two towers interleaved anew along ``placement``'s own order
+    def reinterleaved(self, found: Towers, placement: Placement, deadline: float) -> Placement | None:
+        """The towers ``found`` interleaved anew along ``placement``'s own order
         (:func:`.tower_split.along`), the escape of the polish (:func:`.lns.polish`): the best
         round that beats ``placement``, else ``None`` (the polish offers what it ends at)."""
-        found = towers(self.instance)
-        if found is None:
-            return None
         best, best_key = (
             None,
             self.fine_scorer.score(np.asarray(placement.stage_of), np.asarray(placement.devices))[:2],
@@ -703,9 +703,9 @@ class _Search:
         assert self.best_placement is not None
         fine, notes = self.fine.instance, []
         starts = [self.best_placement]
-        escape = None
-        if len(self.instance.graph.ops) <= _STRUCTURAL_BOUND_OPS and towers(self.instance) is not None:
-            escape = self.reinterleaved
+        escape, found = None, self.two_towers()
+        if found is not None:
+            escape = functools.partial(self.reinterleaved, found)
             witness = witness_placement(self.instance, fine, self.fine.members, self.bound, self.best[0])
             if witness is not None and (
                 witness.num_stages == self.k or not self.instance.options.exact_stages
