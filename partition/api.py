@@ -47,7 +47,8 @@ _AUTO_CP_SAT_CELLS = 4_000
 # (371 ops, 7 392 ideals per block: 0.1711 ms at 60 s on 16 × V100 at k = 16 against anytime's
 # 0.1575), where the best heuristic placement is at most 11% above the dominator-chain bound, so the
 # placement search is what is left; on Mixtral across device types the heuristic is 37-54% above
-# that bound and CP-SAT's search proves the optimum (30-51 s). So from this many stage indices,
+# that bound and CP-SAT's search proves the optimum (4.5 s alone since it runs without the LP;
+# 28-51 s before). So from this many stage indices,
 # auto runs anytime when the chain bound rules out every bottleneck this far below the heuristic's.
 _AUTO_CHAIN_CELLS = 2_000
 _AUTO_CHAIN_CLOSE = 1.2

@@ -31,7 +31,10 @@ def test_global_solvers_reach_the_exhaustive_optimum(solver: str, instance: part
     assert result.evaluation is not None and result.evaluation.valid
     assert result.bottleneck == pytest.approx(optimum, rel=1e-6)
     assert result.status is partition.Status.OPTIMAL
-    assert result.lower_bound <= optimum * (1 + 1e-9)
+    # the proof is the bound: within CP-SAT's objective step (and rounding) of the optimum, and
+    # CBC's tolerances
+    slack = 1e-6 if solver == "cp-sat" else 1e-5
+    assert optimum * (1 - slack) <= result.lower_bound <= optimum * (1 + 1e-9)
     assert lp_lower_bound(instance) <= optimum * (1 + 1e-9)
 
 

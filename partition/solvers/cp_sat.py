@@ -29,7 +29,9 @@ Every derived variable only has lower bounds, which is exact for a minimisation:
 they take their defining values. Times are integers in units chosen from the data (about
 ``1e-8`` of the lower bound) and *rounded down*, so the model never overestimates a placement
 and its proven bound, divided back, is a valid lower bound on the true optimum; the returned
-placement is within a few units of optimal and is re-evaluated exactly. Byte counts, in units
+placement is within a few units of optimal and is re-evaluated exactly. The objective ``B``
+counts steps of ``_OBJECTIVE_STEP`` units (``step · B ≥`` each stage's time), so a proven
+``B ≥ b`` says every placement exceeds ``b − 1`` steps. Byte counts, in units
 of the largest capacity / 2**30, are rounded up (memory is never underestimated; a placement
 within that many units per term of a device's capacity may be rejected). Ties in the
 bottleneck are not broken by latency.
@@ -72,6 +74,12 @@ from .lp_bound import lp_lower_bound
 # of the largest capacity / 2**30 (75 bytes for 80 GB). Both rounded the safe way (see above).
 _RESOLUTION = 1e-8
 _MAX_MODEL_VALUE = 2**40
+# The objective counts steps of this many units (2e-7 of the bound). Stage times are sums of
+# variables bounded from below only, so a solution's bottleneck can sit above its stages' true
+# times; counted in single units, the search then spent its time lowering it one unit per
+# "solution" (bert_legacy on A100/L4/T4 at k = 8: 5,000 of them in 20 s, never reaching the
+# optimum it proves in 13 s from other starts).
+_OBJECTIVE_STEP = 20
 _MEMORY_STEPS = 2**30
 
 
@@ -94,7 +102,7 @@ class StageModel:
         outside the model: the large-neighbourhood polish (:mod:`.lns`) models a window of stages
         and charges the stages around it for their traffic with the rest of the pipeline.
         """
-        self.data = data
+        self.data, self.unit = data, unit
         m = self.model = cp_model.CpModel()
         n, k = data.num_ops, data.num_stages
         classes = data.classes
@@ -136,7 +144,8 @@ class StageModel:
         costs = np.floor(data.transfer / unit).astype(np.int64)
         finite = np.where(np.isfinite(times), times, 0.0)
         horizon = int(np.floor(finite / unit).max(axis=1).sum() + costs.max(axis=1, initial=0).sum())
-        self.bottleneck = m.NewIntVar(lower, upper, "bottleneck")
+        step = _OBJECTIVE_STEP
+        self.bottleneck = m.NewIntVar(lower // step, -(-upper // step), "bottleneck")
         compute = [m.NewIntVar(0, horizon, f"comp{s}") for s in range(k)]
         for s in range(k):
             for t in types:
@@ -203,14 +212,21 @@ class StageModel:
             if s < len(fixed_comm):
                 comm += math.floor(fixed_comm[s] / unit)
             if data.instance.options.overlap:
-                m.Add(self.bottleneck >= compute[s])
-                m.Add(self.bottleneck >= comm)
+                m.Add(step * self.bottleneck >= compute[s])
+                m.Add(step * self.bottleneck >= comm)
             else:
-                m.Add(self.bottleneck >= compute[s] + comm)
+                m.Add(step * self.bottleneck >= compute[s] + comm)
 
         if memory:
             self._add_memory(pairs, deadline)
         m.Minimize(self.bottleneck)
+
+    def proven_bound(self, solver: cp_model.CpSolver) -> float:
+        """Seconds below which the solve proved there is no placement: with the objective at
+        least ``b`` steps, every placement's largest stage (in units, rounded down) exceeds
+        ``b - 1`` steps."""
+        steps = solver.BestObjectiveBound()
+        return (_OBJECTIVE_STEP * (steps - 1) + 1) * self.unit * (1 - 1e-12)
 
     def _selector(self, s: int, members: list[int]) -> cp_model.IntVar:
         """A literal true iff stage ``s`` uses one of the classes in ``members``."""
@@ -274,7 +290,7 @@ class StageModel:
             )
             self.model.AddHint(q, needed)
 
-    def complete_hint(self, settings: Settings, deadline: float) -> None:
+    def complete_hint(self, settings: Settings, deadline: float, *, with_lp: bool = False) -> None:
         """Extend the hint to every variable: CP-SAT repairs a partial hint slowly (no solution in
         15 s on DenseNet-121), so solve a copy with the hinted literals fixed, stopping at the
         first solution, and hint all of its values (if it found one; else keep the partial hint)."""
@@ -283,7 +299,7 @@ class StageModel:
         for index, value in zip(proto.solution_hint.vars, proto.solution_hint.values, strict=True):
             fixed.Add(fixed.GetIntVarFromProtoIndex(index) == value)
         solver = cp_model.CpSolver()
-        solver_parameters(solver, settings, deadline)
+        solver_parameters(solver, settings, deadline, with_lp=with_lp)
         solver.parameters.stop_after_first_solution = True
         if solver.Solve(fixed) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return
@@ -315,8 +331,11 @@ def model_unit(data: StageModelData, lower_bound: float) -> float:
     return max(reference * _RESOLUTION, worst / _MAX_MODEL_VALUE, 1e-300)
 
 
-def solver_parameters(solver: cp_model.CpSolver, settings: Settings, deadline: float) -> None:
-    """Threads, seed and the time left until ``deadline`` (``perf_counter`` time; ``inf``: none)."""
+def solver_parameters(
+    solver: cp_model.CpSolver, settings: Settings, deadline: float, *, with_lp: bool = False
+) -> None:
+    """Threads, seed and the time left until ``deadline`` (``perf_counter`` time; ``inf``: none),
+    and whether the search keeps CP-SAT's LP relaxation (``with_lp``; see below)."""
     solver.parameters.num_workers = max(1, settings.threads)
     solver.parameters.random_seed = settings.seed
     # OR-Tools 9.15: the presolve step that detects included linear constraints cut off optimal
@@ -324,6 +343,13 @@ def solver_parameters(solver: cp_model.CpSolver, settings: Settings, deadline: f
     # while the same model with every variable fixed to the true optimum was feasible); the
     # same workaround as google/or-tools issue #5293. Off.
     solver.parameters.presolve_inclusion_work_limit = 0
+    # The whole model's search runs without the LP relaxation: its bound on this model is far
+    # below the optimum (0.60 of 0.90 ms on bert_legacy over A100/L4/T4 at k = 8) and the time
+    # spent on it slowed every proof. CP-SAT alone, side by side with the LP (level 1):
+    # bert_legacy there not proven in 60 s → 12.1 s, Mixtral 27.9 → 4.5 s, GPT-2 35.3 → 5.3 s
+    # (with the objective's steps). The polish's windows keep it (``with_lp``): without it the
+    # polish ended elsewhere on CLIP and T5, worse as often as better.
+    solver.parameters.linearization_level = 1 if with_lp else 0
     if math.isfinite(deadline):
         solver.parameters.max_time_in_seconds = max(deadline - time.perf_counter(), 0.01)
 
@@ -380,7 +406,7 @@ class CpSat(Solver):
         solver = cp_model.CpSolver()
         solver_parameters(solver, settings, deadline)
         status = solver.Solve(model.model)
-        bound = max(lower_bound, solver.BestObjectiveBound() * unit * (1 - 1e-12))
+        bound = max(lower_bound, model.proven_bound(solver))
         notes = [f"cp-sat: {solver.StatusName(status)} after {solver.WallTime():.2f} s"]
         if status == cp_model.OPTIMAL:
             return Outcome(model.decode(solver), Status.OPTIMAL, bound, tuple(notes))

@@ -343,11 +343,11 @@ class _Polisher:
         for c, cls in enumerate(data.classes):
             m.Add(sum(model.z[j][c] for j in free) <= len(cls.devices) - int(held[c]))
         model.hint(window.hint)
-        model.complete_hint(self.settings, deadline)
+        model.complete_hint(self.settings, deadline, with_lp=True)
         per_op = (time.perf_counter() - built) / max(len(window.sub_ops), 1)
         self.build_seconds_per_op = max(self.build_seconds_per_op, per_op)
         solver = cp_model.CpSolver()
-        solver_parameters(solver, self.settings, deadline)
+        solver_parameters(solver, self.settings, deadline, with_lp=True)
         solver.parameters.max_deterministic_time = self.work
         status = solver.Solve(m)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
