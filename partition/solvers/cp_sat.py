@@ -322,7 +322,7 @@ class StageModel:
 
 
 def model_unit(data: StageModelData, lower_bound: float) -> float:
-    """Seconds per model unit: fine enough for 1e-10 of the bound, coarse enough to fit int64."""
+    """Seconds per model unit: ``_RESOLUTION`` of the bound, coarse enough to fit int64."""
     finite = np.where(np.isfinite(data.times), data.times, 0.0)
     worst = float(
         finite.max(axis=1).sum() + 2 * data.transfer.max(axis=1, initial=0.0).sum() * data.num_stages

@@ -298,9 +298,9 @@ def interleave(
     send per destination (CLIP's causal mask, read by every text layer, cost the stage making it
     13 µs more than estimated on 16 V100s at k = 16, its interleaving 0.3546 ms against the
     estimate's 0.3412). So the split is estimated again, each tensor's sends charged as often as
-    the traced interleavings sent it at most, until none sends a tensor more often than charged
-    (or :data:`_SEND_ROUNDS`): one interleaving per round, the last the one whose estimate
-    counts its own sends (0.3438 ms there); at most ``rounds``."""
+    the traced interleavings sent it at most, until none sends a tensor more often than charged,
+    in at most ``rounds`` rounds (default :data:`_SEND_ROUNDS`): one interleaving per round, the
+    last the one whose estimate counts its own sends (0.3438 ms there)."""
     predecessors, successors = _adjacency(instance.graph)
     label = _labels(members, original_ids, found, predecessors, successors)
     towers = [np.flatnonzero(label == 0), np.flatnonzero(label == 1)]
