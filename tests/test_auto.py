@@ -60,8 +60,8 @@ def test_ideal_dp_gets_most_of_a_minute_and_leaves_the_polish_seconds_under_a_sh
     assert _ideal_dp_seconds(54.0) == 0.55 * 54.0  # a minute's solver time: the share
     assert _ideal_dp_seconds(6.5) == 3.5  # three seconds kept for CP-SAT, the polish, the bound
     assert _ideal_dp_seconds(4.5) == 2.25  # never less than half
-    assert _ideal_dp_seconds(54.0, 0.4) == 0.4 * 54.0
-    assert _ideal_dp_seconds(4.5, 0.4) == 0.4 * 4.5  # nor less than a smaller share
+    assert _ideal_dp_seconds(54.0, 0.25) == 0.25 * 54.0
+    assert _ideal_dp_seconds(4.5, 0.25) == 0.25 * 4.5  # nor less than a smaller share
 
 
 def test_cp_sat_gets_most_of_the_time_where_its_model_is_small() -> None:
@@ -70,7 +70,7 @@ def test_cp_sat_gets_most_of_the_time_where_its_model_is_small() -> None:
     # ideal-dp leaves.
     small = partition.load_instance("instances/v1/bert_legacy.hetero-h100-a100.k8.json.gz")
     large = partition.load_instance("instances/v1/bert_legacy.2x8a100.k16.json.gz")
-    assert _auto_shares(small) == (0.4, 0.8)
+    assert _auto_shares(small) == (0.25, 0.8)
     assert _auto_shares(large) == (0.55, 0.0)
 
 
