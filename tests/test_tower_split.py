@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 from test_tower_bound import _hung_towers, _masked_towers, _two_towers
 
 import partition
-from partition import chain_bound
+from partition import chain_bound, tower_bound
 from partition.coarsen import coarsen_exact
 from partition.evaluator import evaluate
 from partition.instance import load_instance
 from partition.solvers.tower_split import along, interleave, witness_placement
-from partition.tower_bound import tower_lower_bound, towers
+from partition.tower_bound import tower_lower_bound, tower_witness, towers
 
 cases = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 CLIP = "instances/v1/clip_b32.homo-8h100.k8.json.gz"
@@ -129,6 +129,23 @@ def test_the_bounds_witness_rounds_to_a_valid_placement(seed, generate) -> None:
     members = tuple((v,) for v in range(len(instance.graph.ops)))
     placement = witness_placement(instance, instance, members, max(bound, 1e-9), 2 * optimum)
     assert placement is None or evaluate(instance, placement).valid
+
+
+def test_the_witness_is_not_traced_past_its_deadline(monkeypatch) -> None:
+    # each try is a probe of the finest pass (0.3 s on CLIP over four types), and a bound found
+    # under a short limit lies below every try: the four overran a 3-s auto by 1.2 s there
+    instance = load_instance("instances/v1/clip_b32.homo-16v100.k16.json.gz")
+    tries = []
+    trace = tower_bound._Product.witness
+    monkeypatch.setattr(tower_bound._Product, "witness", lambda self, b: tries.append(b) or trace(self, b))
+    assert tower_witness(instance, 0.33506e-3, 0.34547e-3) is not None
+    assert len(tries) == 1
+    tries.clear()  # far below the relaxation's optimum: every factor is tried, none traces
+    assert tower_witness(instance, 0.30e-3, 0.34547e-3, time.perf_counter() + 600) is None
+    assert len(tries) == len(tower_bound._WITNESS_FACTORS)
+    tries.clear()
+    assert tower_witness(instance, 0.30e-3, 0.34547e-3, time.perf_counter()) is None
+    assert not tries
 
 
 def test_clips_bound_witness_interleaved_along_its_own_order_beats_the_graphs() -> None:

@@ -706,7 +706,11 @@ class _Search:
         escape, found = None, self.two_towers()
         if found is not None:
             escape = functools.partial(self.reinterleaved, found)
-            witness = witness_placement(self.instance, fine, self.fine.members, self.bound, self.best[0])
+            # traced within the share of the polish it would start
+            deadline = time.perf_counter() + max(self.end - time.perf_counter(), 0.0) * _WITNESS_SHARE
+            witness = witness_placement(
+                self.instance, fine, self.fine.members, self.bound, self.best[0], deadline
+            )
             if witness is not None and (
                 witness.num_stages == self.k or not self.instance.options.exact_stages
             ):

@@ -401,11 +401,12 @@ def witness_placement(
     members: tuple[tuple[int, ...], ...],
     bound: float,
     upper: float,
+    deadline: float | None = None,
 ) -> Placement | None:
     """The two-tower bound's witness just above ``bound`` (:func:`~partition.tower_bound.tower_witness`
-    on ``original``) as a placement of ``instance``, a coarsening of it whose op ``v`` stands
-    for the original ops ``members[v]``; ``None`` without a witness or with more stages of a
-    type than devices.
+    on ``original``, within ``deadline``) as a placement of ``instance``, a coarsening of it whose
+    op ``v`` stands for the original ops ``members[v]``; ``None`` without a witness or with more
+    stages of a type than devices.
 
     Each op goes to the first stage whose cut holds it (a coarse op: its members' latest), an op in
     neither tower (CLIP's ArgMax path) to the least loaded stage its placed inputs and readers
@@ -414,7 +415,7 @@ def witness_placement(
     costs, so the placement is a start for the polish, not an estimate: on CLIP over 16 V100s
     at k = 16 it rounds to 0.3494 ms and 10 s of the polish take it to 0.3423, where the order
     search and the polish end at 0.3455 (`bench/broadcast_mask.md`)."""
-    cuts = tower_witness(original, bound, upper)
+    cuts = tower_witness(original, bound, upper, deadline)
     if cuts is None:
         return None
     stage = np.full(len(original.graph.ops), -1, dtype=np.int64)
