@@ -56,7 +56,7 @@ _AUTO_CHAIN_CLOSE = 1.2
 # placement) a share of the rest, and the large-neighbourhood polish what is left, up to the
 # time limit. Where CP-SAT's whole model is small (ops x stages at most _AUTO_CP_SAT_CELLS), CP-SAT
 # from that start often proves the optimum in seconds, which no level of ideal-dp can where links
-# differ (BERT at k = 8 on mixed types: 2-13 s), so there ideal-dp gets less and CP-SAT most of
+# differ (BERT at k = 8 on mixed types: 1.5-12.5 s), so there ideal-dp gets less and CP-SAT most of
 # the rest (bench/scoreboard.md: bert_legacy on H100/A100 2.15% -> optimal). Since CP-SAT's search
 # runs without its LP, ideal-dp's richer levels there mostly delay that proof: its share 40% ->
 # 25% took the 15 ideal-dp instances of the zoo on mixed types at k = 8 from 342 to 262 s to
