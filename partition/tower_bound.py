@@ -51,6 +51,16 @@ of the tower's work on the fastest type (``end``, ``send``, ``recv`` and the lea
 the group's least, ``start`` its largest): a part inside one group costs 0, one between groups
 at least the formula above.
 
+**Exact windows.** In the tower the DP reads as a matrix (the staircase's), a part that starts
+in an exact segment (its ideals enumerated) and ends in it or in the next is priced exactly
+(:func:`_exact_parts`): its compute, every tensor of the tower it reads and does not make, and
+every one it makes that an op beyond its end reads, once each. Such a part is not full, and the
+least exchanges charge it one tensor each way where a part inside an attention block reads and
+sends one per path it cuts. A group's price is the least over the starts at or before its last
+row, and over the ends in it or later (:class:`_Window`), so it stays no larger from a later start
+nor to a nearer end. On CLIP over 2 × 8 A100 at k = 16 the bound's stages hold both towers,
+filled with such parts of the image tower: 0.29559 → 0.29703 ms.
+
 **Cut precedences.** A hung chain's op ``u`` in one tower fed ``w`` in the other, and every
 cut of the graph holding ``w`` holds ``u``. A cut's part in ``w``'s tower holds ``w`` once it
 lies at or beyond the boundary after ``w``'s segment, and one holding ``u`` lies beyond the
@@ -113,6 +123,13 @@ H100/A100 at k = 8: 0.50681 → 0.50908 ms; T5 there 0.40702 → 0.40872). It is
 :meth:`_Product.feasible`, whose bound brackets it from below, so it runs last, at the finest
 resolution reached, while time remains.
 
+**A type on several hosts.** With one type on both hosts of 2 × 8 A100 there is one group, and
+every tensor is priced at NVLink. The same instance with a type per host
+(:func:`_types_by_host`: the same placements at the same cost) has a group per host, so a last
+pass at the finest resolution, with the broadcasts' charges, prices the stages that open or fill
+a host across hosts (CLIP at k = 16: 0.29703 → 0.29782 ms). Its count vectors are the products of
+the hosts' (81 at k = 16 against 17), so it runs only while time remains.
+
 **Feasibility of a bottleneck ``T``.** The points ``(a, G_c[a])`` cover every pair ``(a*, b*)``
 that a placement's first stages, ``c_τ`` of each type, may reach: some point has ``a ≥ a*``
 and ``G_c[a] ≥ b*`` (past the hung segment's boundary, ``a = a*``: there the DP keeps a point
@@ -136,7 +153,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -165,7 +182,9 @@ from .chain_bound import (
     dominators,
     reused,
 )
+from .cluster import Device
 from .coarsen import _adjacency
+from .costs import CostTable
 from .instance import CommMode, Instance
 
 _SPAN = 0.05  # of the ops: an op whose one input is made further back than this heads a hung chain
@@ -178,6 +197,40 @@ _WITNESS_FACTORS = (1.001, 1.003, 1.01, 1.03)  # above the bound, where a primal
 _BROADCAST_PASSES = 3  # time left, in plain passes of the last resolution, for the broadcasts' pass
 _ACROSS_STATES = 20_000_000  # its table's entries at most (count vectors × keys × rows; 160 MB)
 _MAX_OPS = 20_000  # larger graphs are left to the chain bound (finding towers is quadratic at worst)
+_HOST_PASSES = 16  # time left, in plain passes of the last resolution, for the pass with a type per host
+_EXACT_PAIRS = 1_000_000  # (start, end) rows of a window priced exactly (:func:`_exact_parts`) at most
+
+
+@dataclass(frozen=True, eq=False)
+class _Window:
+    """Parts that start in one exact segment and end in it or in the next, priced exactly on
+    each type's best link (:func:`_exact_parts`), grouped as the DP reads them: per start group
+    (``starts``) and end group (``ends``, consecutive), ``time`` (starts × ends × types) is the
+    least price of a part starting at or before the group's last row in the segment and ending
+    in the group or later in the window; ``before``, the group before the segment's (-1 for the
+    first), whose costs bound the parts starting before the segment."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    before: int
+    time: np.ndarray
+    after: int | None  # the group after the window's last end, if any
+
+    def lift(self, cost: np.ndarray, kind: int) -> None:
+        """Raise ``cost`` (groups², type ``kind``, rows before the segment's already lifted) to
+        these prices where they are larger. A part from a start before the segment costs at least
+        the row ``before``'s, and one ending beyond the window at least the column ``after``'s:
+        so the prices stay no larger from a later start nor to a nearer end, as the DP and its
+        witness assume."""
+        price = self.time[:, :, kind]
+        if self.before >= 0:
+            price = np.minimum(price, cost[self.before, self.ends][None, :])
+        if self.after is not None:
+            price = np.minimum(price, cost[self.starts, self.after][:, None])
+        price = np.minimum.accumulate(price[:, ::-1], axis=1)[:, ::-1]
+        later = self.ends[None, :] > self.starts[:, None]
+        block = np.ix_(self.starts, self.ends)
+        cost[block] = np.where(later, np.maximum(cost[block], price), cost[block])
 
 
 @dataclass(frozen=True)
@@ -187,7 +240,8 @@ class _Tower:
     received, ``full_end`` and ``compute_end`` the suffix minima of ``end + send`` and of ``end``
     plus the least sent; ``threshold`` the last row of the segment after each row's (beyond it
     a part pays its crossing tensors); ``group_of`` each ungrouped row's group (a boundary row
-    is a group of its own)."""
+    is a group of its own); ``exact``, the parts inside a segment and the next priced exactly
+    (the staircase's tower only: :meth:`costs`)."""
 
     full_start: np.ndarray
     compute_start: np.ndarray
@@ -197,6 +251,7 @@ class _Tower:
     group_of: np.ndarray
     need: np.ndarray | None = None
     price: np.ndarray | None = None
+    exact: tuple[_Window, ...] = ()
 
     @property
     def last(self) -> int:
@@ -219,6 +274,8 @@ class _Tower:
         full = self.full_end[None, :, kind] - self.full_start[:, None, kind]
         compute = self.compute_end[None, :, kind] - self.compute_start[:, None, kind]
         cost = np.maximum(np.where(rows[None, :] > self.threshold[:, None], full, compute), 0.0)
+        for window in self.exact:  # in order: each envelope reads the rows before it, lifted
+            window.lift(cost, kind)
         if self.need is not None:
             charged = rows[None, None, :] >= self.need[:, kind, :, None]
             cost += (charged * self.price[:, kind, None, None]).sum(axis=0)
@@ -614,6 +671,111 @@ def _tower(
     if broadcasts is None or not broadcasts[0]:
         return tower
     return _with_broadcast_receipts(tower, measured, *broadcasts)
+
+
+def _exact_parts(measured: _Measured) -> list[tuple[int, np.ndarray]]:
+    """Per exact segment ``b`` (its ideals enumerated) and the next: the first row of ``b`` and
+    ``price[i, j]`` (types last), the least :class:`_PartPrices` price of a part from row
+    ``firsts[b] + i`` or an earlier row of ``b`` to row ``firsts[b] + j`` (in ``b``, then in
+    ``b + 1``). Such a part is not full, so the positions charge it its compute and least
+    exchanges only, while one inside an attention block reads and sends a tensor per path it
+    cuts (CLIP's image parts that fill the bound's interleaved stages). Windows whose pairs
+    exceed :data:`_EXACT_PAIRS` end at their segment, or are left out."""
+    prices = _PartPrices(measured.instance)
+    bounds, firsts = measured.bounds, measured.firsts
+    found = []
+    for b in range(len(bounds) - 1):
+        ideals = measured.ideals.get(b)
+        if ideals is None:
+            continue
+        lo, middle = int(bounds[b]), int(bounds[b + 1])
+        starts = _members(ideals, middle - lo)
+        ends = [starts]
+        following = measured.ideals.get(b + 1) if b + 2 < len(bounds) else None
+        if following is not None and len(ideals) * (len(ideals) + len(following)) <= _EXACT_PAIRS:
+            whole = np.ones((len(following), middle - lo), dtype=bool)  # segment b, then an ideal of b + 1
+            ends.append(np.hstack([whole, _members(following, int(bounds[b + 2]) - middle)]))
+        elif len(ideals) ** 2 > _EXACT_PAIRS:
+            continue
+        width = ends[-1].shape[1]
+        start = np.pad(starts, ((0, 0), (0, width - starts.shape[1])))
+        end = np.vstack([np.pad(e, ((0, 0), (0, width - e.shape[1]))) for e in ends])
+        found.append((int(firsts[b]), np.minimum.accumulate(prices.of(start, end, lo), axis=0)))
+    return found
+
+
+class _PartPrices:
+    """What parts ``J \\ I`` of a tower take on each type's best link: the compute of their
+    ops, every tensor of the tower they read that they do not make, and every one they make
+    that an op outside ``J`` reads, once each (at least one destination)."""
+
+    def __init__(self, instance: Instance) -> None:
+        graph = instance.graph
+        index = graph.index
+        self.times = instance.costs.finite_times()
+        self.latency, self.bandwidth = _links(instance)
+        self.silent = instance.options.overlap  # communication overlaps compute: the bound drops it
+        tensors = [t for t in graph.tensors if t.producer is not None and t.consumers]
+        self.producer = np.array([index[t.producer] for t in tensors], dtype=np.int64)
+        self.size = np.array([t.bytes for t in tensors], dtype=float)
+        self.readers = [np.unique([index[c] for c in t.consumers]) for t in tensors]
+        self.pair_tensor = np.repeat(np.arange(len(tensors)), [len(r) for r in self.readers])
+        self.pair_reader = np.concatenate([np.zeros(0, dtype=np.int64), *self.readers])
+
+    def of(self, start: np.ndarray, end: np.ndarray, lo: int) -> np.ndarray:
+        """``price[i, j, type]`` of the part ``end[j] \\ start[i]`` (ideals as masks over the
+        ops ``lo``, ``lo + 1`` … of the tower, everything before ``lo`` held by both); ``inf``
+        where ``start[i]`` is not in ``end[j]``."""
+        hi = lo + start.shape[1]
+        work = self.times[lo:hi]
+        price = (end.astype(float) @ work)[None, :, :] - (start.astype(float) @ work)[:, None, :]
+        if not self.silent:
+            count, volume = self._exchanges(start, end, lo, hi)
+            price = price + count[:, :, None] * self.latency + volume[:, :, None] / self.bandwidth
+        price[start.astype(np.int64) @ (~end).T.astype(np.int64) > 0] = np.inf
+        return price
+
+    def _exchanges(
+        self, start: np.ndarray, end: np.ndarray, lo: int, hi: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The count and bytes of the tensors each part receives or sends."""
+        producer = self.producer
+        inside = np.flatnonzero((producer >= lo) & (producer < hi))
+        pairs = (self.pair_reader >= lo) & (self.pair_reader < hi)
+        entering = np.unique(self.pair_tensor[pairs & (producer[self.pair_tensor] < lo)])
+        count = np.zeros((len(start), len(end)))
+        volume = np.zeros_like(count)
+        lacking, holding = (~start).astype(np.int64), end.astype(np.int64)
+        for k in np.concatenate([inside, entering]).astype(np.int64):
+            readers = self.readers[k]
+            local = readers[(readers >= lo) & (readers < hi)] - lo
+            read = lacking[:, local] @ holding[:, local].T > 0  # a reader in the part
+            made = int(producer[k]) - lo
+            if made < 0:
+                moved = read
+            else:  # made in the part and read beyond its end, or made before it and read in it
+                beyond = bool((readers >= hi).any()) | (holding[:, local] == 0).any(axis=1)
+                ours = (lacking[:, made][:, None] == 1) & (holding[:, made][None, :] == 1)
+                moved = (ours & beyond[None, :]) | (read & start[:, made][:, None])
+            count += moved
+            volume += moved * self.size[k]
+        return count, volume
+
+
+def _windows(parts: list[tuple[int, np.ndarray]], group_of: np.ndarray) -> tuple[_Window, ...]:
+    """:func:`_exact_parts` grouped as ``group_of`` groups the rows (a start group stands for
+    its last row, an end group for its cheapest)."""
+    windows = []
+    for first, price in parts:
+        starts = group_of[first + np.arange(price.shape[0])]
+        ends = group_of[first + np.arange(price.shape[1])]
+        last = np.flatnonzero(np.append(np.diff(starts) != 0, True))
+        opening = np.flatnonzero(np.insert(np.diff(ends) != 0, 0, True))
+        time = np.minimum.reduceat(price[last], opening, axis=1)
+        after = int(ends[-1]) + 1
+        beyond = after if after <= group_of[-1] else None
+        windows.append(_Window(starts[last], ends[opening], int(group_of[first]) - 1, time, beyond))
+    return tuple(windows)
 
 
 @dataclass(frozen=True)
@@ -1261,7 +1423,51 @@ def tower_lower_bound(
         assert charged is not None  # built before at this resolution
         sending = functools.partial(charged.feasible, sending=True)
         best = max(best, _bisect_below(sending, best, upper, deadline, optimal_first=False))
+    left = np.inf if deadline is None else deadline - time.perf_counter()
+    split = _types_by_host(instance)
+    if split is not None and left > _HOST_PASSES * last_pass:
+        divided = Towers(
+            *(_types_by_host(tower) or tower for tower in (found.first, found.second)),
+            found.links,
+            found.hung,
+        )
+        product = _setting(split, divided, upper).product(finest, charged=True)
+        if product is not None:
+            sending = functools.partial(product.feasible, sending=True)
+            best = max(best, _bisect_below(sending, best, upper, deadline, optimal_first=False))
     return best
+
+
+def _types_by_host(instance: Instance) -> Instance | None:
+    """``instance`` with each device type that spans several hosts split into a type per host
+    (same op times; ``None`` where none does). Its placements are the instance's, at the same
+    cost, but the stage counts per type now tell which hosts the stages so far use: stages that
+    open or fill a host pay across hosts (*Hosts*), where one type on 2 × 8 A100 kept every
+    link NVLink (CLIP at k = 16: 0.29703 -> 0.29782 ms)."""
+    cluster = instance.cluster
+    hosts: dict[str, set[int]] = {}
+    for device in cluster.devices:
+        hosts.setdefault(device.type, set()).add(device.host)
+    if all(len(h) == 1 for h in hosts.values()):
+        return None
+
+    def name(device: Device) -> str:
+        spread = len(hosts[device.type]) > 1
+        return f"{device.type}@{cluster.hosts[device.host].name}" if spread else device.type
+
+    devices = tuple(replace(device, type=name(device)) for device in cluster.devices)
+    split = replace(
+        cluster,
+        devices=devices,
+        device_types={name(d): cluster.device_types[d.type] for d in cluster.devices},
+    )
+    first = {}
+    for device, renamed in zip(cluster.devices, devices, strict=True):
+        first.setdefault(renamed.type, cluster.type_names.index(device.type))
+    columns = [first[t] for t in split.type_names]
+    costs = instance.costs
+    costs = CostTable(split.type_names, costs.times[:, columns], costs.provenance[:, columns])
+    return replace(instance, cluster=split, costs=costs)
 
 
 def _setting(instance: Instance, found: Towers, upper: float) -> _Setting:
@@ -1293,6 +1499,7 @@ class _Setting:
     tensors: list[tuple[float, list[str]]]
     broadcasts: tuple[list[_Broadcast], list[_Broadcast]]
     upper: float
+    exact: dict[int, list[tuple[int, np.ndarray]]] = field(default_factory=dict)  # per tower, once
 
     def product(self, resolution: int, charged: bool) -> _Product | None:
         """The product at ``resolution`` (``None`` where the staircase's cost matrices would
@@ -1316,6 +1523,10 @@ class _Setting:
             far = None if far is None else far[::-1]
         if parts[0].last >= _MAX_ROWS:  # segment boundaries stay
             return None
+        staircase = order[0]
+        if staircase not in self.exact:
+            self.exact[staircase] = _exact_parts(measured[staircase])
+        parts[0] = replace(parts[0], exact=_windows(self.exact[staircase], parts[0].group_of))
         hung = None
         if tensors:
             x, y = (measured[t] for t in order)
