@@ -59,7 +59,10 @@ least exchanges charge it one tensor each way where a part inside an attention b
 sends one per path it cuts. A group's price is the least over the starts at or before its last
 row, and over the ends in it or later (:class:`_Window`), so it stays no larger from a later start
 nor to a nearer end. On CLIP over 2 × 8 A100 at k = 16 the bound's stages hold both towers,
-filled with such parts of the image tower: 0.29559 → 0.29703 ms.
+filled with such parts of the image tower: 0.29559 → 0.29703 ms. Setting them up takes a pass
+or two (0.1–0.3 s on CLIP), so only the last passes price them, while time remains: the one with
+the broadcasts' charges (else one of their own) and the one with a type per host; the coarser
+passes and the group changes do without, and so does the witness.
 
 **Cut precedences.** A hung chain's op ``u`` in one tower fed ``w`` in the other, and every
 cut of the graph holding ``w`` holds ``u``. A cut's part in ``w``'s tower holds ``w`` once it
@@ -198,6 +201,7 @@ _BROADCAST_PASSES = 3  # time left, in plain passes of the last resolution, for 
 _ACROSS_STATES = 20_000_000  # its table's entries at most (count vectors × keys × rows; 160 MB)
 _MAX_OPS = 20_000  # larger graphs are left to the chain bound (finding towers is quadratic at worst)
 _HOST_PASSES = 16  # time left, in plain passes of the last resolution, for the pass with a type per host
+_EXACT_PASSES = 6  # time left, in plain passes of the last resolution, for the exact windows
 _EXACT_PAIRS = 1_000_000  # (start, end) rows of a window priced exactly (:func:`_exact_parts`) at most
 
 
@@ -1399,7 +1403,7 @@ def tower_lower_bound(
     product: _Product | None = None
     for resolution in _RESOLUTIONS:
         started = time.perf_counter()
-        built = setting.product(resolution, charged=False)
+        built = setting.product(resolution, charged=False, exact=False)
         if built is None:  # its cost matrices would not fit
             break
         product, finest = built, resolution
@@ -1418,11 +1422,18 @@ def tower_lower_bound(
     # sends double the points: a pass of their own at the finest resolution, after the group
     # changes (which lift the mixed clusters' bounds more and were timed by the plain passes)
     left = np.inf if deadline is None else deadline - time.perf_counter()
+    # the exact windows cost a pass or two to set up (0.1-0.3 s on CLIP, where a plain pass at
+    # 200 groups takes 0.05-0.6 s): only in the last passes, when there is time for them
+    exact = left > _EXACT_PASSES * last_pass
     if any(broadcasts) and left > _BROADCAST_PASSES * last_pass:
-        charged = setting.product(finest, charged=True)
+        charged = setting.product(finest, charged=True, exact=exact)
         assert charged is not None  # built before at this resolution
         sending = functools.partial(charged.feasible, sending=True)
         best = max(best, _bisect_below(sending, best, upper, deadline, optimal_first=False))
+    elif exact:
+        windowed = setting.product(finest, charged=False)
+        assert windowed is not None  # built before at this resolution
+        best = max(best, _bisect_below(windowed.feasible, best, upper, deadline, optimal_first=False))
     left = np.inf if deadline is None else deadline - time.perf_counter()
     split = _types_by_host(instance)
     if split is not None and left > _HOST_PASSES * last_pass:
@@ -1431,7 +1442,7 @@ def tower_lower_bound(
             found.links,
             found.hung,
         )
-        product = _setting(split, divided, upper).product(finest, charged=True)
+        product = _setting(split, divided, upper).product(finest, charged=True, exact=exact)
         if product is not None:
             sending = functools.partial(product.feasible, sending=True)
             best = max(best, _bisect_below(sending, best, upper, deadline, optimal_first=False))
@@ -1501,9 +1512,10 @@ class _Setting:
     upper: float
     exact: dict[int, list[tuple[int, np.ndarray]]] = field(default_factory=dict)  # per tower, once
 
-    def product(self, resolution: int, charged: bool) -> _Product | None:
+    def product(self, resolution: int, charged: bool, exact: bool = True) -> _Product | None:
         """The product at ``resolution`` (``None`` where the staircase's cost matrices would
-        not fit), ``charged`` the broadcast tensors' receipts and sends."""
+        not fit), ``charged`` the broadcast tensors' receipts and sends, ``exact`` the
+        staircase's exact windows."""
         measured, tensors = self.measured, self.tensors
         pairs = zip(measured, self.broadcasts, strict=True)
         parts = [
@@ -1524,9 +1536,10 @@ class _Setting:
         if parts[0].last >= _MAX_ROWS:  # segment boundaries stay
             return None
         staircase = order[0]
-        if staircase not in self.exact:
+        if exact and staircase not in self.exact:
             self.exact[staircase] = _exact_parts(measured[staircase])
-        parts[0] = replace(parts[0], exact=_windows(self.exact[staircase], parts[0].group_of))
+        if exact:
+            parts[0] = replace(parts[0], exact=_windows(self.exact[staircase], parts[0].group_of))
         hung = None
         if tensors:
             x, y = (measured[t] for t in order)
@@ -1556,7 +1569,9 @@ def tower_witness(
     if found is None or not np.isfinite(upper) or bound <= 0:
         return None
     setting = _setting(instance, found, upper)
-    product = setting.product(_RESOLUTIONS[-1], charged=True)
+    # without the exact windows: their set-up would eat a short polish, and the rounding starts
+    # no better from their witnesses (CLIP on 16 V100 at k = 16: 0.3534 ms against 0.3494)
+    product = setting.product(_RESOLUTIONS[-1], charged=True, exact=False)
     if product is None:
         return None
     probe = 0.0
