@@ -103,3 +103,16 @@ def test_the_polish_also_starts_from_the_compute_balanced_split() -> None:
     assert evaluate(instance, outcome.placement).bottleneck <= 0.27548e-3 * 1.005
     assert any(note.endswith("(from the solver's placement)") for note in notes)
     assert notes[-1] == "auto: lns: kept the polish of balanced-time"
+
+
+def test_a_short_polish_goes_to_the_best_ranked_start_rather_than_to_none() -> None:
+    # Under 2 s no start would get its 1-s share, and auto used to return the solver's split
+    # unpolished (BERT over 2 x 8 A100 at k = 16 in 3 s: the uniform split, 18% above its bound,
+    # after 1.7 s); the compute-balanced split (0.3128 ms, better than the order DP's 0.3328)
+    # takes the whole time instead.
+    instance = partition.load_instance("instances/v1/bert_legacy.2x8a100.k16.json.gz")
+    start = get_solver("order-dp").solve(instance, Settings()).placement
+    first = Outcome(start, partition.Status.FEASIBLE, 0.0)
+    outcome, notes = _polish_with_lns(instance, first, 0.0, Settings(), time.perf_counter() + 1.9)
+    assert len(notes) == 1 and notes[0].endswith("(from balanced-time)")
+    assert evaluate(instance, outcome.placement).bottleneck < 0.3127e-3
