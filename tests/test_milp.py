@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pulp
 from conftest import LIGHT
-from global_cases import larger_instance, packing_infeasible_instance
+from global_cases import larger_instance, mipstart_trap_instance, packing_infeasible_instance
 
 import partition
 from partition.cli import main
@@ -57,3 +57,12 @@ def test_a_cbc_that_fails_on_its_own_gives_the_warm_start(tmp_path: Path, monkey
     assert result.status is partition.Status.FEASIBLE
     assert result.evaluation is not None and result.evaluation.valid
     assert any("CBC exited with status 3" in note and "warm start" in note for note in result.notes)
+
+
+def test_cbc_gets_no_mip_start_that_would_make_it_prove_a_wrong_optimum() -> None:
+    instance = mipstart_trap_instance()
+    truth = partition.solve(instance, "brute-force")
+    result = partition.solve(instance, "milp", threads=1)
+    assert truth.status is partition.Status.OPTIMAL and truth.bottleneck < 0.07346
+    assert result.status is partition.Status.OPTIMAL
+    assert result.bottleneck == truth.bottleneck and result.lower_bound <= truth.bottleneck

@@ -21,9 +21,14 @@ hosts, ``i`` cut tensors; ``typ[s,τ]`` and ``host[s,h]`` are sums of the class 
 
 Times are divided by a unit near the optimum (the LP bound) and bytes by the largest capacity,
 so coefficients stay near 1. CBC runs as a subprocess through pulp (so it cannot clash with
-another HiGHS build in this process), warm-started with the order DP's placement, with the
-time limit, thread count and seed (``randomCbcSeed``) of :class:`Settings` and a relative gap
-tolerance of 1e-7. The time limit counts from the start of :meth:`Milp.solve`: building stops
+another HiGHS build in this process), with the time limit, thread count and seed
+(``randomCbcSeed``) of :class:`Settings` and a relative gap tolerance of 1e-7. **CBC gets no MIP
+start**: given the order DP's placement as one, the bundled CBC proved a wrong optimum (a
+diamond of six ops over three devices on two hosts, ``once`` mode: 0.07606 s "Optimal", where
+fixing the model to the true optimum gives 0.07345 and CBC without the start finds it; known
+upstream as wrong answers with a MIP start). The order DP's placement is still the fallback
+(the *warm start* below), returned when CBC ends without a better one. The time limit counts
+from the start of :meth:`Milp.solve`: building stops
 at the deadline, CBC is not started with less time left than the build took, and a watchdog
 kills CBC at the deadline (CBC checks its own limit only between phases); each of these returns
 the warm start. **pulp reports "Optimal" when a time limit stops CBC with an incumbent**, so
@@ -90,7 +95,7 @@ _FINISH_SECONDS = 0.15  # kept back from the deadline for pulp to return after t
 
 
 class _Model:
-    """The MILP of one instance, in scaled units, with handles to decode and warm-start it."""
+    """The MILP of one instance, in scaled units, with a handle to decode it."""
 
     def __init__(self, data: StageModelData, unit: float, memory: bool, deadline: float = math.inf) -> None:
         """Raises :class:`OutOfTime` past ``deadline`` (building takes seconds on large graphs)."""
@@ -251,16 +256,6 @@ class _Model:
             ]
             p += pulp.lpSum(terms) + largest <= pulp.lpSum(capacity)
 
-    def warm_start(self, placement: Placement) -> None:
-        data = self.data
-        chosen = [data.class_of_device(d) for d in placement.devices]
-        for s, row in enumerate(self.z):
-            for c, var in enumerate(row):
-                var.setInitialValue(int(s < len(chosen) and chosen[s] == c))
-        for (v, s, t), var in self.x.items():
-            stage = placement.stage_of[v]
-            var.setInitialValue(int(stage == s and data.classes[chosen[stage]].type_column == t))
-
     def decode(self) -> Placement:
         data = self.data
         stage_of = []
@@ -282,7 +277,7 @@ class _CbcEnd(Enum):
 
 
 def _solve_with_cbc(
-    problem: pulp.LpProblem, settings: Settings, deadline: float, folder: Path, warm: bool
+    problem: pulp.LpProblem, settings: Settings, deadline: float, folder: Path
 ) -> tuple[_CbcEnd, str]:
     """Run CBC until ``deadline`` (``perf_counter`` time; ``inf``: no limit); its log goes to
     ``folder/cbc.log``. Returns how it ended and, when it failed, why (its exit status when the
@@ -293,7 +288,6 @@ def _solve_with_cbc(
         timeLimit=max(left * _CBC_SHARE, 0.05) if math.isfinite(left) else None,
         threads=max(1, settings.threads),
         gapRel=_GAP,
-        warmStart=warm,
         logPath=str(folder / "cbc.log"),
         options=[f"randomCbcSeed {settings.seed}"] if settings.seed > 0 else [],
     )
@@ -355,15 +349,13 @@ class Milp(Solver):
         # 0.64 s after a 1.19 s build, + 0.1 s for the watchdog): not worth starting with less left
         if deadline - time.perf_counter() < time.perf_counter() - built:
             return out_of_time("milp", start, lower_bound, "after building the model")
-        if start is not None:
-            model.warm_start(start)
         problem = model.problem
         settings.report(
             f"milp: {len(problem.variables())} variables, {problem.numConstraints()} constraints;"
             f" LP bound {lower_bound:.6g} s"
         )
         with tempfile.TemporaryDirectory() as folder, _pulp_2_api():
-            end, failure = _solve_with_cbc(problem, settings, deadline, Path(folder), start is not None)
+            end, failure = _solve_with_cbc(problem, settings, deadline, Path(folder))
             log = Path(folder) / "cbc.log"
             text = log.read_text(errors="replace") if log.exists() else ""
         if end is _CbcEnd.KILLED:
@@ -412,7 +404,7 @@ class Milp(Solver):
                 with _pulp_2_api():
                     relaxed = _Model(data, 1.0, memory=False, deadline=deadline)
                 with tempfile.TemporaryDirectory() as folder, _pulp_2_api():
-                    _solve_with_cbc(relaxed.problem, settings, deadline, Path(folder), False)
+                    _solve_with_cbc(relaxed.problem, settings, deadline, Path(folder))
             except OutOfTime:
                 return infeasibility_note("milp", False, data)
             memory_is_the_cause = relaxed.problem.sol_status in (
