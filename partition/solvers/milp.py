@@ -26,17 +26,16 @@ another HiGHS build in this process), with the time limit, thread count and seed
 start**: given the order DP's placement as one, the bundled CBC proved a wrong optimum (a
 diamond of six ops over three devices on two hosts, ``once`` mode: 0.07606 s "Optimal", where
 fixing the model to the true optimum gives 0.07345 and CBC without the start finds it; known
-upstream as wrong answers with a MIP start). The order DP's placement is still the fallback
-(the *warm start* below), returned when CBC ends without a better one. The time limit counts
-from the start of :meth:`Milp.solve`: building stops
-at the deadline, CBC is not started with less time left than the build took, and a watchdog
-kills CBC at the deadline (CBC checks its own limit only between phases); each of these returns
-the warm start. **pulp reports "Optimal" when a time limit stops CBC with an incumbent**, so
-the status comes from ``pulp.LpSolution[prob.sol_status]`` (infeasibility from
-``prob.status``: CBC's "Integer infeasible" leaves ``sol_status`` at "No Solution Found"). The
-bound is the optimum less the gap tolerance when proven optimal, else the last "best possible"
-of CBC's log; it is reduced by 1e-6 relative (solver tolerances) and never below the LP bound of
-:mod:`.lp_bound`.
+upstream as wrong answers with a MIP start). The order DP's placement is still the fallback (the
+*warm start* below), returned when CBC ends without a better one. The time limit counts from the
+start of :meth:`Milp.solve`: building stops at the deadline, CBC is not started with less time
+left than the build took, and a watchdog kills CBC at the deadline (CBC checks its own limit
+only between phases); each of these returns the warm start. **pulp reports "Optimal" when a time
+limit stops CBC with an incumbent**, so the status comes from
+``pulp.LpSolution[prob.sol_status]`` (infeasibility from ``prob.status``: CBC's "Integer
+infeasible" leaves ``sol_status`` at "No Solution Found"). The bound is the optimum less the gap
+tolerance when proven optimal, else the last "best possible" of CBC's log; it is reduced by 1e-6
+relative (solver tolerances) and never below the LP bound of :mod:`.lp_bound`.
 """
 
 from __future__ import annotations
