@@ -1431,7 +1431,7 @@ def tower_lower_bound(
         sending = functools.partial(charged.feasible, sending=True)
         best = max(best, _bisect_below(sending, best, upper, deadline, optimal_first=False))
     elif exact:
-        windowed = setting.product(finest, charged=False)
+        windowed = setting.product(finest, charged=False, exact=True)
         assert windowed is not None  # built before at this resolution
         best = max(best, _bisect_below(windowed.feasible, best, upper, deadline, optimal_first=False))
     left = np.inf if deadline is None else deadline - time.perf_counter()
@@ -1512,7 +1512,7 @@ class _Setting:
     upper: float
     exact: dict[int, list[tuple[int, np.ndarray]]] = field(default_factory=dict)  # per tower, once
 
-    def product(self, resolution: int, charged: bool, exact: bool = True) -> _Product | None:
+    def product(self, resolution: int, charged: bool, exact: bool) -> _Product | None:
         """The product at ``resolution`` (``None`` where the staircase's cost matrices would
         not fit), ``charged`` the broadcast tensors' receipts and sends, ``exact`` the
         staircase's exact windows."""
@@ -1536,9 +1536,9 @@ class _Setting:
         if parts[0].last >= _MAX_ROWS:  # segment boundaries stay
             return None
         staircase = order[0]
-        if exact and staircase not in self.exact:
-            self.exact[staircase] = _exact_parts(measured[staircase])
         if exact:
+            if staircase not in self.exact:
+                self.exact[staircase] = _exact_parts(measured[staircase])
             parts[0] = replace(parts[0], exact=_windows(self.exact[staircase], parts[0].group_of))
         hung = None
         if tensors:

@@ -403,5 +403,5 @@ def test_the_chain_rounding_is_an_incumbent_where_the_others_are_far_off() -> No
         < 0.7 * min(b for label, b in found.items() if label != "chain rounding")
     )
     assert "chain rounding" not in [label for label, _, _ in incumbents(instance, Settings(), rounded=False)]
-    auto = partition.solve(instance, "ideal-dp", time_limit=1)  # the DP cut short: the rounding stands
-    assert auto.bottleneck < 0.4567e-3
+    hurried = partition.solve(instance, "ideal-dp", time_limit=1)  # the DP cut short: the rounding stands
+    assert hurried.bottleneck < 0.4567e-3

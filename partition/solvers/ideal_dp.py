@@ -126,7 +126,6 @@ _COUNTING_BUDGET = 3 * _STATE_BUDGET
 _COUNTED_READERS = 3
 _DEVICE_CHOICES = 2_000
 _INCUMBENT_SHARE = 0.25  # of a solver's time limit, at most, for the order DP's incumbent
-_ROUNDED_OPS = 20_000  # larger graphs: the chain rounding's positions take longer than they help
 _SEQUENCE_SHARE = 0.15  # of the time left for the ideal split over host orders (.ideal_split)
 _TOLERANCE = 1e-9
 _CHUNK = 8192
@@ -1160,9 +1159,9 @@ def incumbents(
     (on Llama-7B at k = 16 it takes 17 s: CP-SAT and ideal-dp given 3 s took 20).
 
     With ``rounded``, also the dominator-chain relaxation rounded to a placement (:mod:`.chain_round`,
-    within that share, on graphs of at most :data:`_ROUNDED_OPS` ops): on GPT-2 over mixed types
-    at k = 8 it is the optimum (0.02 s), where the others are 32-60% slower and ideal-dp and
-    CP-SAT given 3 s returned them; on Mixtral there 0.43 ms against 0.62 (0.5 s)."""
+    within that share): on GPT-2 over mixed types at k = 8 it is the optimum (0.02 s), where the
+    others are 32-60% slower and ideal-dp and CP-SAT given 3 s returned them; on Mixtral over
+    H100/A100 0.43 ms against 0.62 (0.2-0.6 s); 1.3 s on the 110k-op MoE at k = 64."""
     found = []
     candidates = [
         (solver.name, solver.solve(instance, settings).placement) for solver in (BalancedTime(), Uniform())
@@ -1170,7 +1169,7 @@ def incumbents(
     limit = settings.time_limit
     if limit is None or split_seconds(instance) <= _INCUMBENT_SHARE * limit:
         candidates.insert(0, ("order-dp", split_order(instance, np.arange(len(instance.graph.ops)))[0]))
-    if rounded and len(instance.graph.ops) <= _ROUNDED_OPS:
+    if rounded:
         deadline = np.inf if limit is None else time.perf_counter() + _INCUMBENT_SHARE * limit
         scorer = Scorer(instance, TensorArrays.of(instance))
         candidates.append(("chain rounding", rounded_placement(instance, scorer, deadline)[0]))
