@@ -200,8 +200,9 @@ def _choose_solver(instance: Instance, time_limit: float = AUTO_TIME_LIMIT) -> t
             f" {_AUTO_CP_SAT_CELLS} for cp-sat's whole model)"
         )
     if ops * stages > _AUTO_CHAIN_CELLS:
-        # without the chain rounding, which this very bound makes look close on Mixtral, where
-        # CP-SAT still proves the optimum and anytime does not
+        # without the chain rounding: with it the bound looks within 20% on Mixtral over
+        # H100/A100 at k = 8, and anytime would prove that optimum in 6.1 s of a 10-s limit
+        # where CP-SAT does in 3.0 s
         found = incumbents(instance, Settings(), rounded=False)
         heuristic = min((placed[2].bottleneck for placed in found), default=math.inf)
         deadline = time.perf_counter() + _STRUCTURAL_BOUND_SHARE * time_limit
