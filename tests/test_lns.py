@@ -6,6 +6,7 @@ import itertools
 import math
 import time
 
+import networkx as nx
 import numpy as np
 import pytest
 from conftest import random_dag_instance
@@ -136,3 +137,49 @@ def test_anytime_and_auto_end_with_the_polish() -> None:
     result = partition.solve(large, "auto", time_limit=5)
     assert result.evaluation.valid and result.gap > 1e-6
     assert any(note.startswith("auto: lns:") for note in result.notes)
+
+
+def _chain_instance(ops: int = 20, stages: int = 5) -> partition.Instance:
+    dag = nx.DiGraph()
+    for v in range(ops):
+        dag.add_node(f"op{v}", flops=1e10 * (1 + v % 3), bytes_read=1e7, bytes_written=1e7, param_bytes=1e8)
+    dag.add_edges_from((f"op{v}", f"op{v + 1}", {"bytes": 4e7}) for v in range(ops - 1))
+    cluster = partition.parse_cluster({"name": "two", "hosts": TWO_HOSTS, "inter_host_link": "ib-hdr"})
+    return partition.make_instance(partition.graph_from_networkx(dag, "chain"), cluster, stages)
+
+
+def test_a_window_is_searched_again_only_when_its_sub_problem_changes() -> None:
+    instance = _chain_instance()
+    search = _Polisher(instance, Settings(), time.perf_counter() + 10, None)
+    stage_of, devices = np.repeat(np.arange(5), 4), np.arange(5)
+
+    def key(stages: np.ndarray, chosen: np.ndarray = devices) -> bytes:
+        times, _ = search.scorer.stage_times(stages, chosen)
+        return search.fingerprint(stages, chosen, times, 3, 4)
+
+    def moved(op: int, stage: int) -> np.ndarray:
+        changed = stage_of.copy()
+        changed[op] = stage
+        return changed
+
+    assert key(moved(3, 1)) == key(stage_of)  # stages 0 and 1 change; stage 2 talks to the window
+    assert key(moved(7, 2)) != key(stage_of)  # ... and now stage 2 computes more
+    assert key(moved(11, 3)) != key(stage_of)  # the window holds another op
+    assert key(stage_of, devices[[1, 0, 2, 3, 4]]) != key(stage_of)  # devices decide the classes
+
+
+def test_the_polish_skips_the_sub_problems_it_has_searched_and_ends_where_it_would() -> None:
+    instance = _chain_instance(48, 8)
+    start = partition.solve(instance, "uniform").placement
+    cached = polish(instance, start, Settings(), time.perf_counter() + 60)
+
+    class _Forgetful(_Polisher):  # every sub-problem new: each window searched again
+        def fingerprint(self, *args) -> bytes:
+            self.calls = getattr(self, "calls", 0) + 1
+            return self.calls.to_bytes(8, "little")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("partition.solvers.lns._Polisher", _Forgetful)
+        forgetful = polish(instance, start, Settings(), time.perf_counter() + 60)
+    assert cached.placement == forgetful.placement and cached.improved
+    assert cached.windows < forgetful.windows

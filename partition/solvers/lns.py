@@ -15,6 +15,14 @@ stages (improving a stage that is not the slowest can still open moves for the s
 Acceptance), and then coarsened windows keep twice as many ops free. The polish ends at the
 deadline or when every window is proven.
 
+**Memory.** A window's sub-problem is a function of a few arrays (:meth:`_Polisher.fingerprint`:
+the window's ops and stages, the devices, the transfers with an end in it and the times of
+the outside stages they reach), and its search is deterministic; so a window proven, or
+searched in vain at an effort, for an earlier incumbent is not searched again while its
+fingerprint is the same: after an improvement elsewhere only the windows it touched are. The
+polish ends where it would without this, sooner (CLIP over 2 × 8 A100 at k = 16 from the
+two-tower witness: 88 windows instead of 107 to the same 0.30472 ms).
+
 **Escape.** Windows move ops between neighbouring stages only; a caller may add a global move
 (``escape``: a placement to a placement or ``None``), tried on the start and on each new
 incumbent, no more than a fifth of the time (:data:`_ESCAPE_PAUSE`), and taken under the same
@@ -57,6 +65,7 @@ seed of :class:`Settings`.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Callable
@@ -141,6 +150,11 @@ class _Polisher:
             self.class_of_device[list(cls.devices)] = c
         self.windows = 0
         self.build_seconds_per_op = _BUILD_SECONDS_PER_OP  # the slowest build seen so far
+        # sub-problems by fingerprint, across incumbents: those proven to hold nothing better
+        # (whether exactly, else with their stages' cores contracted), and those searched in
+        # vain at an effort
+        self.known: dict[bytes, bool] = {}
+        self.failed: set[tuple[bytes, float]] = set()
         self.restart()
 
     def restart(self) -> None:
@@ -161,6 +175,38 @@ class _Polisher:
         return self.deadline - time.perf_counter()
 
     # -- the sub-problem -------------------------------------------------------------------------
+
+    def fingerprint(
+        self, stage_of: np.ndarray, devices: np.ndarray, times: np.ndarray, first: int, last: int
+    ) -> bytes:
+        """What the sub-problem of stages ``first..last`` is built from (:meth:`window`): the
+        window's ops and their stages, every stage's device, the transfers with an end in the
+        window and their costs, and the time of each outside stage they reach (with those, its
+        own time). A window proven for an earlier incumbent is proven again while this is the
+        same: the search is deterministic (a fixed budget of CP-SAT's deterministic time), so
+        after an improvement elsewhere only the windows it touched are searched again."""
+        moved = self.scorer.crossings(stage_of, devices)
+        touching = ((moved.source >= first) & (moved.source <= last)) | (
+            (moved.target >= first) & (moved.target <= last)
+        )
+        talking = np.union1d(moved.source[touching], moved.target[touching])
+        talking = talking[(talking < first) | (talking > last)]
+        ops = np.flatnonzero((stage_of >= first) & (stage_of <= last))
+        digest = hashlib.blake2b(digest_size=16)
+        for part in (
+            np.array([first, last, self.window_ops], dtype=np.int64),
+            devices.astype(np.int64),
+            ops.astype(np.int64),
+            stage_of[ops].astype(np.int64),
+            moved.tensor[touching].astype(np.int64),
+            moved.source[touching].astype(np.int64),
+            moved.target[touching].astype(np.int64),
+            moved.cost[touching].astype(np.float64),
+            talking.astype(np.int64),
+            times[talking].astype(np.float64),
+        ):
+            digest.update(np.ascontiguousarray(part).tobytes())
+        return digest.digest()
 
     def window(self, stage_of: np.ndarray, devices: np.ndarray, first: int, last: int) -> _Window:
         """The sub-instance of stages ``first..last`` (module docstring)."""
@@ -500,6 +546,15 @@ def polish(
             search.tried.clear()
             continue
         first, last = todo[0]
+        sub_problem = search.fingerprint(stage_of, devices, times, first, last)
+        if sub_problem in search.known:  # the same sub-problem, proven for an earlier incumbent
+            search.proven.add((first, last))
+            if not search.known[sub_problem]:
+                search.coarse.add((first, last))
+            continue
+        if (sub_problem, search.work) in search.failed:  # ... or searched in vain at this effort
+            search.tried.add((first, last))
+            continue
         if not search.affordable(int(np.isin(stage_of, np.arange(first, last + 1)).sum())):
             break
         window = search.window(stage_of, devices, first, last)
@@ -512,13 +567,17 @@ def polish(
             f" coarsening, effort {search.work:g}): {outcome}"
         )
         if solution is None:
+            search.failed.add((sub_problem, search.work))
             continue
         if solution[2]:
             search.proven.add((first, last))
+            search.known[sub_problem] = window.level.exact
             if not window.level.exact:
                 search.coarse.add((first, last))
         if accepted(*search.expand(window, stage_of, devices, solution), "improved"):
             escaped = False
+        elif not solution[2]:
+            search.failed.add((sub_problem, search.work))
     placement = Placement(tuple(stage_of.tolist()), tuple(devices.tolist()))
     key = (float(times.max()), float(times.sum()))
     if placement != start and (
