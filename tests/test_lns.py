@@ -154,8 +154,7 @@ def test_a_window_is_searched_again_only_when_its_sub_problem_changes() -> None:
     stage_of, devices = np.repeat(np.arange(5), 4), np.arange(5)
 
     def key(stages: np.ndarray, chosen: np.ndarray = devices) -> bytes:
-        times, _ = search.scorer.stage_times(stages, chosen)
-        return search.fingerprint(stages, chosen, times, 3, 4)
+        return search.fingerprint(stages, chosen, 3, 4)
 
     def moved(op: int, stage: int) -> np.ndarray:
         changed = stage_of.copy()

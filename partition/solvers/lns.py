@@ -80,7 +80,7 @@ from ..evaluator import evaluate
 from ..graph import Op, OpGraph, Tensor
 from ..instance import CommMode, Instance, Options
 from ..placement import Placement
-from ._scoring import Scorer, TensorArrays
+from ._scoring import Crossings, Scorer, TensorArrays
 from ._stage_model import OutOfTime, device_classes, stage_model_data
 from .base import Settings
 from .cp_sat import StageModel, model_unit, solver_parameters
@@ -176,41 +176,12 @@ class _Polisher:
 
     # -- the sub-problem -------------------------------------------------------------------------
 
-    def fingerprint(
-        self, stage_of: np.ndarray, devices: np.ndarray, times: np.ndarray, first: int, last: int
-    ) -> bytes:
-        """What the sub-problem of stages ``first..last`` is built from (:meth:`window`): the
-        window's ops and their stages, every stage's device, the transfers with an end in the
-        window and their costs, and the time of each outside stage they reach (with those, its
-        own time). A window proven for an earlier incumbent is proven again while this is the
-        same: the search is deterministic (a fixed budget of CP-SAT's deterministic time), so
-        after an improvement elsewhere only the windows it touched are searched again."""
-        moved = self.scorer.crossings(stage_of, devices)
-        touching = ((moved.source >= first) & (moved.source <= last)) | (
-            (moved.target >= first) & (moved.target <= last)
-        )
-        talking = np.union1d(moved.source[touching], moved.target[touching])
-        talking = talking[(talking < first) | (talking > last)]
-        ops = np.flatnonzero((stage_of >= first) & (stage_of <= last))
-        digest = hashlib.blake2b(digest_size=16)
-        for part in (
-            np.array([first, last, self.window_ops], dtype=np.int64),
-            devices.astype(np.int64),
-            ops.astype(np.int64),
-            stage_of[ops].astype(np.int64),
-            moved.tensor[touching].astype(np.int64),
-            moved.source[touching].astype(np.int64),
-            moved.target[touching].astype(np.int64),
-            moved.cost[touching].astype(np.float64),
-            talking.astype(np.int64),
-            times[talking].astype(np.float64),
-        ):
-            digest.update(np.ascontiguousarray(part).tobytes())
-        return digest.digest()
-
-    def window(self, stage_of: np.ndarray, devices: np.ndarray, first: int, last: int) -> _Window:
-        """The sub-instance of stages ``first..last`` (module docstring)."""
-        instance, graph = self.instance, self.instance.graph
+    def _surroundings(
+        self, stage_of: np.ndarray, devices: np.ndarray, first: int, last: int
+    ) -> tuple[Crossings, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For the window of stages ``first..last``: the placement's transfers, which of them have
+        an end in the window, the outside stages those reach (in order), and every stage's
+        compute and traffic with the stages outside the window (``fixed_comm``)."""
         count = len(devices)
         inside = np.zeros(count, dtype=bool)
         inside[first : last + 1] = True
@@ -224,13 +195,46 @@ class _Polisher:
             fixed_comm += np.bincount(stage_of[self.scorer.producer[sent]], worst[sent], minlength=count)
         else:
             fixed_comm += np.bincount(moved.source[outer], moved.cost[outer], minlength=count)
-        talking = np.union1d(
-            moved.source[inside[moved.target] & ~inside[moved.source]],
-            moved.target[inside[moved.source] & ~inside[moved.target]],
-        )
-        stages = tuple(sorted({*range(first, last + 1), *(int(r) for r in talking)}))
+        touching = ~outer
+        talking = np.union1d(moved.source[touching], moved.target[touching])
+        talking = talking[~inside[talking]]
         column = self.scorer.type_of_device[devices]
         compute = np.bincount(stage_of, self.scorer.times[np.arange(len(stage_of)), column[stage_of]], count)
+        return moved, touching, talking, compute, fixed_comm
+
+    def fingerprint(self, stage_of: np.ndarray, devices: np.ndarray, first: int, last: int) -> bytes:
+        """What the sub-problem of stages ``first..last`` is built from (:meth:`window`): the
+        window's ops and their stages, every stage's device, the transfers with an end in the
+        window and their costs, and the compute and other traffic of each outside stage they
+        reach. A window proven for an earlier incumbent is proven again while this is the same:
+        the search is deterministic (a fixed budget of CP-SAT's deterministic time), so after an
+        improvement elsewhere only the windows it touched are searched again."""
+        moved, touching, talking, compute, fixed_comm = self._surroundings(stage_of, devices, first, last)
+        ops = np.flatnonzero((stage_of >= first) & (stage_of <= last))
+        digest = hashlib.blake2b(digest_size=16)
+        for part in (
+            np.array([first, last, self.window_ops], dtype=np.int64),
+            devices.astype(np.int64),
+            ops.astype(np.int64),
+            stage_of[ops].astype(np.int64),
+            moved.tensor[touching].astype(np.int64),
+            moved.source[touching].astype(np.int64),
+            moved.target[touching].astype(np.int64),
+            moved.cost[touching].astype(np.float64),
+            talking.astype(np.int64),
+            compute[talking].astype(np.float64),
+            fixed_comm[talking].astype(np.float64),
+        ):
+            digest.update(np.ascontiguousarray(part).tobytes())
+        return digest.digest()
+
+    def window(self, stage_of: np.ndarray, devices: np.ndarray, first: int, last: int) -> _Window:
+        """The sub-instance of stages ``first..last`` (module docstring)."""
+        instance, graph = self.instance, self.instance.graph
+        inside = np.zeros(len(devices), dtype=bool)
+        inside[first : last + 1] = True
+        _, _, talking, compute, fixed_comm = self._surroundings(stage_of, devices, first, last)
+        stages = tuple(sorted({*range(first, last + 1), *(int(r) for r in talking)}))
 
         in_window = inside[stage_of]
         ops = np.flatnonzero(in_window)
@@ -546,7 +550,7 @@ def polish(
             search.tried.clear()
             continue
         first, last = todo[0]
-        sub_problem = search.fingerprint(stage_of, devices, times, first, last)
+        sub_problem = search.fingerprint(stage_of, devices, first, last)
         if sub_problem in search.known:  # the same sub-problem, proven for an earlier incumbent
             search.proven.add((first, last))
             if not search.known[sub_problem]:
