@@ -21,6 +21,7 @@ from partition.solvers import Outcome, Solver, get_solver
 from partition.solvers._scoring import TensorArrays
 from partition.solvers.anytime import _Search, _Splitter
 from partition.solvers.base import Settings
+from partition.solvers.lns import PolishReport
 
 TWO_HOSTS = [
     {"name": "h0", "devices": {"H100-SXM": 1, "L4": 1}, "intra_link": "pcie5"},
@@ -328,3 +329,53 @@ def test_the_polish_escapes_by_interleaving_clips_towers_along_its_incumbent() -
     assert any(m.startswith("lns: escaped") for m in messages)
     assert any("escape moves taken: " in note for note in result.notes)
     assert result.bottleneck < 0.3421e-3
+
+
+@pytest.mark.parametrize("witness_within_slack", [False, True])
+def test_a_far_witness_is_polished_when_the_incumbents_polish_stalls(
+    monkeypatch, witness_within_slack: bool
+) -> None:
+    # A witness within the slack of the incumbent is polished first, for its share, then the
+    # incumbent to the end; a farther one only once the incumbent's polish has gone a quarter of
+    # its time without gain, with partial hints and no escape (the escape would move it straight
+    # back to the incumbent's basin), until the end.
+    search = _equal_layers_search(layers=4)
+    incumbent = search.best_placement
+    worse = get_solver("single-device").solve(search.fine.instance, Settings()).placement
+    witness = partition.Placement(incumbent.stage_of, incumbent.devices) if witness_within_slack else worse
+    assert (
+        witness_within_slack
+        or search.fine_scorer.score(np.asarray(worse.stage_of), np.asarray(worse.devices))[0]
+        > 1.02 * search.best[0]
+    )
+    calls: list[dict] = []
+
+    def recording(
+        instance, start, settings, deadline, scorer=None, escape=None, stall=None, complete_hints=True
+    ):
+        calls.append(
+            {"start": start, "left": deadline - time.perf_counter(), "escape": escape is not None}
+            | {"stall": stall, "complete_hints": complete_hints}
+        )
+        return PolishReport(start, False, 0, ("lns: recorded",))
+
+    monkeypatch.setattr(_Search, "two_towers", lambda self: object())
+    monkeypatch.setattr("partition.solvers.anytime.witness_placement", lambda *args: witness)
+    monkeypatch.setattr("partition.solvers.anytime.polish", recording)
+    search.end = time.perf_counter() + 20.0
+    notes = search.polish_with_witness(Settings())
+    first, second = calls
+    assert first["escape"] and second["escape"] == witness_within_slack
+    if witness_within_slack:
+        assert first["start"] is witness and second["start"] is incumbent
+        assert first["stall"] is None and second["stall"] is None and second["complete_hints"]
+        assert first["left"] == pytest.approx(10.0, abs=0.5)
+    else:
+        assert first["start"] is incumbent and second["start"] is witness
+        assert first["stall"] == pytest.approx(0.25 * first["left"], abs=0.5)
+        assert not second["complete_hints"] and second["stall"] is None
+        assert first["left"] == pytest.approx(20.0, abs=0.5)
+    assert second["left"] == pytest.approx(20.0, abs=0.5)
+    witness_note = "lns: recorded (from the two-tower witness)"
+    expected = [witness_note, "lns: recorded"] if witness_within_slack else ["lns: recorded", witness_note]
+    assert list(notes) == expected

@@ -182,3 +182,59 @@ def test_the_polish_skips_the_sub_problems_it_has_searched_and_ends_where_it_wou
         forgetful = polish(instance, start, Settings(), time.perf_counter() + 60)
     assert cached.placement == forgetful.placement and cached.improved
     assert cached.windows < forgetful.windows
+
+
+def test_a_polish_given_a_stall_stops_once_the_bottleneck_stops_falling() -> None:
+    # every window takes at least 0.15 s: the bottleneck falls again and again, each fall
+    # restarting the stall's clock, so the polish outlasts the stall, and stops `stall` seconds
+    # after the last fall, long before its deadline (109 windows, 16 s), saying so
+    instance = _chain_instance(48, 8)
+    start = partition.solve(instance, "uniform").placement
+    stall, falls = 1.5, []
+
+    class _Slow(_Polisher):
+        def solve_window(self, *args):
+            time.sleep(0.15)
+            return super().solve_window(*args)
+
+    def progress(message: str) -> None:
+        if message.startswith("lns: improved") or message.startswith("lns: device swap"):
+            falls.append((time.perf_counter(), float(message.rsplit(" ", 2)[-2])))
+
+    began = time.perf_counter()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("partition.solvers.lns._Polisher", _Slow)
+        report = polish(instance, start, Settings(progress=progress), began + 120, stall=stall)
+    ended = time.perf_counter()
+    assert report.improved and "stopped after 1.5 s without gain" in report.notes[0]
+    falls.insert(0, (began, partition.evaluate(instance, start).bottleneck))
+    last_fall = max(
+        when for (when, value), (_, before) in zip(falls[1:], falls[:-1], strict=True) if value < before
+    )
+    assert last_fall - began > stall  # the clock restarted at a fall
+    assert ended - last_fall >= stall and ended - began < 60
+
+
+def test_a_stall_of_zero_returns_the_start_and_none_the_whole_polish() -> None:
+    instance = _chain_instance()
+    start = partition.solve(instance, "uniform").placement
+    whole = polish(instance, start, Settings(), time.perf_counter() + 60)
+    patient = polish(instance, start, Settings(), time.perf_counter() + 60, stall=1e9)
+    at_once = polish(instance, start, Settings(), time.perf_counter() + 60, stall=0.0)
+    assert patient.placement == whole.placement and patient.windows == whole.windows
+    assert at_once.placement == start and at_once.windows == 0 and not at_once.improved
+
+
+def test_a_polish_with_partial_hints_never_completes_them_and_still_improves(monkeypatch) -> None:
+    instance = _chain_instance(48, 8)
+    start = partition.solve(instance, "uniform").placement
+
+    def forbidden(*args, **kwargs) -> None:
+        raise AssertionError("the hint was completed")
+
+    monkeypatch.setattr("partition.solvers.lns.StageModel.complete_hint", forbidden)
+    report = polish(instance, start, Settings(), time.perf_counter() + 60, complete_hints=False)
+    assert report.improved and report.windows > 0
+    assert partition.evaluate(instance, report.placement).valid
+    with pytest.raises(AssertionError, match="the hint was completed"):
+        polish(instance, start, Settings(), time.perf_counter() + 60)

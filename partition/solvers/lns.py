@@ -136,9 +136,15 @@ class _Polisher:
     """One polish run: the instance's arrays, the incumbent, the deadline."""
 
     def __init__(
-        self, instance: Instance, settings: Settings, deadline: float, scorer: Scorer | None
+        self,
+        instance: Instance,
+        settings: Settings,
+        deadline: float,
+        scorer: Scorer | None,
+        complete_hints: bool = True,
     ) -> None:
         self.instance = instance
+        self.complete_hints = complete_hints
         self.settings = settings
         self.deadline = deadline
         self.scorer = scorer or Scorer(instance, TensorArrays.of(instance))
@@ -393,7 +399,8 @@ class _Polisher:
         for c, cls in enumerate(data.classes):
             m.Add(sum(model.z[j][c] for j in free) <= len(cls.devices) - int(held[c]))
         model.hint(window.hint)
-        model.complete_hint(self.settings, deadline, with_lp=True)
+        if self.complete_hints:
+            model.complete_hint(self.settings, deadline, with_lp=True)
         per_op = (time.perf_counter() - built) / max(len(window.sub_ops), 1)
         self.build_seconds_per_op = max(self.build_seconds_per_op, per_op)
         solver = cp_model.CpSolver()
@@ -485,6 +492,8 @@ def polish(
     deadline: float,
     scorer: Scorer | None = None,
     escape: Callable[[Placement, float], Placement | None] | None = None,
+    stall: float | None = None,
+    complete_hints: bool = True,
 ) -> PolishReport:
     """Improve ``start`` by large-neighbourhood search until ``deadline`` (``perf_counter`` time)
     or until every window around the slowest stages is proven to hold nothing better.
@@ -493,34 +502,47 @@ def polish(
     it again on large graphs). ``escape``: the caller's global move (a placement and a deadline to
     a placement, or ``None``), tried on each new incumbent, first on the start, but never again
     before :data:`_ESCAPE_PAUSE` times its last run has gone to windows; it replaces the
-    incumbent when better (Acceptance). Windows only move ops between neighbouring stages:
+    incumbent when better (Acceptance). ``stall``: seconds after which the polish stops if the
+    bottleneck has not fallen in them (a caller with a second start to polish). ``complete_hints``:
+    whether each window's CP-SAT search starts from the incumbent completed to a full solution of
+    its model, or from the incumbent's decisions only (stages and device classes), completed
+    CP-SAT's own way: from a start far from any local optimum (the two-tower witness) the partial
+    hint yields other solutions of the same bottleneck, whose lower stages the acceptance takes.
+    Windows only move ops between neighbouring stages:
     on CLIP over 16 V100s at k = 16 the two towers interleaved anew along the incumbent's stages
     (:func:`.tower_split.along`) move every cut at once, 0.3423 ms to 0.3412 in 1.6 s, where
     the windows' next move (to 0.3419) came 72 s later.
     """
     if len(instance.graph.ops) > _EVALUATE_OPS:  # leave time for the evaluator's final check
         deadline -= len(instance.graph.ops) * _EVALUATE_SECONDS_PER_OP
-    search = _Polisher(instance, settings, deadline, scorer)
+    search = _Polisher(instance, settings, deadline, scorer, complete_hints)
     stage_of = np.asarray(start.stage_of, dtype=np.int64)
     devices = np.asarray(start.devices, dtype=np.int64)
     times, valid = search.scorer.stage_times(stage_of, devices)
     if not valid or len(devices) < 2:
         return PolishReport(start, False, 0, ())
     initial = times
+    gained = time.perf_counter()  # when the bottleneck last fell
     escaped, next_escape = False, time.perf_counter()  # escaped from the incumbent; when the next may run
     escapes = 0  # escapes taken
 
     def accepted(new_stage: np.ndarray, new_devices: np.ndarray, what: str) -> bool:
-        nonlocal stage_of, devices, times
+        nonlocal stage_of, devices, times, gained
         new_times, valid = search.scorer.stage_times(new_stage, new_devices)
         if not (valid and _leximax_better(new_times, times) and _checked(instance, new_stage, new_devices)):
             return False
+        if new_times.max() < times.max() * (1 - _RELATIVE):
+            gained = time.perf_counter()
         stage_of, devices, times = new_stage, new_devices, new_times
         search.restart()
         settings.report(f"lns: {what}, bottleneck {times.max():.6g} s")
         return True
 
+    stalled = False
     while search.remaining() > _MIN_WINDOW_SECONDS:
+        if stall is not None and time.perf_counter() - gained > stall:
+            stalled = True
+            break
         swapped = search.swap_devices(stage_of, devices, times)
         if swapped is not None and accepted(stage_of, swapped, "device swap"):
             escaped = False
@@ -591,6 +613,7 @@ def polish(
         placement = start
     improved = placement != start
     summary = f"lns: {search.windows} windows searched, {len(search.proven)} proven locally optimal"
+    summary += f", stopped after {stall:.3g} s without gain" if stalled else ""
     summary += f", escape moves taken: {escapes}; bottleneck" if escape is not None else "; bottleneck"
     summary += (
         f" {initial.max():.6g} s → {times.max():.6g} s (latency {initial.sum():.6g} s → {times.sum():.6g} s)"
