@@ -357,7 +357,7 @@ def test_a_far_witness_is_polished_when_the_incumbents_polish_stalls(
             {"start": start, "left": deadline - time.perf_counter(), "escape": escape is not None}
             | {"stall": stall, "complete_hints": complete_hints}
         )
-        return PolishReport(start, False, 0, ("lns: recorded",))
+        return PolishReport(start, False, 1, ("lns: recorded",))
 
     monkeypatch.setattr(_Search, "two_towers", lambda self: object())
     monkeypatch.setattr("partition.solvers.anytime.witness_placement", lambda *args: witness)
@@ -372,7 +372,8 @@ def test_a_far_witness_is_polished_when_the_incumbents_polish_stalls(
         assert first["left"] == pytest.approx(10.0, abs=0.5)
     else:
         assert first["start"] is incumbent and second["start"] is witness
-        assert first["stall"] == pytest.approx(0.25 * first["left"], abs=0.5)
+        assert first["stall"].seconds == pytest.approx(0.25 * first["left"], abs=0.5)
+        assert first["stall"].until == pytest.approx(search.end - 10.0)
         assert not second["complete_hints"] and second["stall"] is None
         assert first["left"] == pytest.approx(20.0, abs=0.5)
     assert second["left"] == pytest.approx(20.0, abs=0.5)

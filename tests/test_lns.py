@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 import partition
 from partition import synthetic
 from partition.solvers.base import Settings
-from partition.solvers.lns import _Polisher, polish
+from partition.solvers.lns import Stall, _Polisher, polish
 
 
 def _best_and_worst(instance: partition.Instance) -> tuple[float, partition.Placement | None]:
@@ -204,7 +204,9 @@ def test_a_polish_given_a_stall_stops_once_the_bottleneck_stops_falling() -> Non
     began = time.perf_counter()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("partition.solvers.lns._Polisher", _Slow)
-        report = polish(instance, start, Settings(progress=progress), began + 120, stall=stall)
+        report = polish(
+            instance, start, Settings(progress=progress), began + 120, stall=Stall(stall, math.inf)
+        )
     ended = time.perf_counter()
     assert report.improved and "stopped after 1.5 s without gain" in report.notes[0]
     falls.insert(0, (began, partition.evaluate(instance, start).bottleneck))
@@ -215,13 +217,17 @@ def test_a_polish_given_a_stall_stops_once_the_bottleneck_stops_falling() -> Non
     assert ended - last_fall >= stall and ended - began < 60
 
 
-def test_a_stall_of_zero_returns_the_start_and_none_the_whole_polish() -> None:
+def test_a_stall_of_zero_stops_the_polish_at_once_but_not_after_its_time() -> None:
     instance = _chain_instance()
     start = partition.solve(instance, "uniform").placement
     whole = polish(instance, start, Settings(), time.perf_counter() + 60)
-    patient = polish(instance, start, Settings(), time.perf_counter() + 60, stall=1e9)
-    at_once = polish(instance, start, Settings(), time.perf_counter() + 60, stall=0.0)
-    assert patient.placement == whole.placement and patient.windows == whole.windows
+    patient = polish(instance, start, Settings(), time.perf_counter() + 60, stall=Stall(1e9, math.inf))
+    late = polish(
+        instance, start, Settings(), time.perf_counter() + 60, stall=Stall(0.0, time.perf_counter())
+    )
+    at_once = polish(instance, start, Settings(), time.perf_counter() + 60, stall=Stall(0.0, math.inf))
+    for same in (patient, late):
+        assert same.placement == whole.placement and same.windows == whole.windows and same.improved
     assert at_once.placement == start and at_once.windows == 0 and not at_once.improved
 
 

@@ -56,8 +56,9 @@ Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
    at most ``_SHIFT_SHARE`` of it). On a graph of two towers it first polishes the two-tower
    bound's witness rounded to a placement (:func:`.tower_split.witness_placement`), for
    ``_WITNESS_SHARE`` of that time, when it lies within ``_WITNESS_SLACK`` of the incumbent;
-   a witness farther off is polished once the incumbent's polish has gone ``_STALL_SHARE`` of
-   its time without lowering the bottleneck, until the end. The polish's escape interleaves
+   a witness farther off gets the time the incumbent's polish leaves: that polish stops after
+   ``_STALL_SHARE`` of its time without lowering the bottleneck, while ``_SECOND_START_SECONDS``
+   remain. The polish's escape interleaves
    the towers anew along each incumbent's own order (:func:`.tower_split.along`, every cut
    moved at once).
 
@@ -94,7 +95,7 @@ from ._scoring import Scorer, TensorArrays
 from .base import Capabilities, Outcome, Scope, Settings, Solver
 from .branch_order import BranchSplit, branch_split
 from .chain_round import rounded_placement
-from .lns import polish
+from .lns import Stall, polish
 from .order_dp import split_order
 from .tower_split import along, interleave, witness_placement
 
@@ -114,7 +115,7 @@ _SHIFT_SHARE = 0.25  # of the polish's time at most for shifting every cut at on
 _WITNESS_SHARE = 0.5  # of the polish's time for the two-tower witness's placement, when it is a start ...
 _WITNESS_SLACK = 1.02  # ... which it is within this factor of the incumbent's bottleneck
 _STALL_SHARE = 0.25  # else the incumbent's polish stops after this share of its time without gain ...
-_MIN_SECOND_START_SECONDS = 2.0  # ... and the witness is polished if this much time is left
+_SECOND_START_SECONDS = 10.0  # ... while this much time is left, for the witness's polish
 _STRUCTURAL_BOUND_OPS = 5_000  # the chain or two-tower bound is tried before the order search up to this ...
 _STRUCTURAL_BOUND_SHARE_LEFT = 0.1  # ... many ops, within this share of the search time left
 _BOUND_SHARE_OF_POLISH = 0.5  # ... and again before the polish, within this share of its time
@@ -703,12 +704,12 @@ class _Search:
         polished first, for :data:`_WITNESS_SHARE` of the time: on CLIP over 16 V100s at k = 16
         the incumbent (0.3483 ms) polishes to 0.3455, the witness (0.3494) to 0.3423 (0.3410
         with the escape, :meth:`reinterleaved`). A farther one gets the time the incumbent's
-        polish would spend without gain: that polish stops after :data:`_STALL_SHARE` of its
-        time without lowering the bottleneck, and the witness is polished to the end, without
-        the escape (which interleaves the towers along the witness, back into the incumbent's
-        basin) and with the incumbent's decisions as CP-SAT's partial hint
-        (:func:`.lns.polish`). On CLIP over 2 × 8 A100 at k = 16 the witness rounds to 0.3368
-        ms, 13% above the incumbent, and polishes to 0.3031 ms where the incumbent stays at
+        polish leaves: that polish stops after :data:`_STALL_SHARE` of its time without
+        lowering the bottleneck, while :data:`_SECOND_START_SECONDS` remain, and the witness is
+        polished to the end without the escape (which would interleave the towers along it, back
+        into the incumbent's basin) and with partial hints (:func:`.lns.polish`). On CLIP over
+        2 × 8 A100 at k = 16 the witness rounds to 0.3368 ms, 10% above the incumbent, and
+        polishes to 0.3031 ms in about 12 s of a core, where the incumbent's polish stays at
         0.3053 (the bound: 0.2978). Returns the notes of the polishes."""
         assert self.best_placement is not None
         fine, notes = self.fine.instance, []
@@ -732,17 +733,22 @@ class _Search:
         for turn, start in enumerate(starts):
             share = _WITNESS_SHARE if turn + 1 < len(starts) else 1.0
             deadline = time.perf_counter() + max(self.end - time.perf_counter(), 0.0) * share
-            stall = (deadline - time.perf_counter()) * _STALL_SHARE if second is not None else None
+            stall = None
+            if second is not None:
+                stall = Stall(
+                    (deadline - time.perf_counter()) * _STALL_SHARE, self.end - _SECOND_START_SECONDS
+                )
             report = polish(fine, start, settings, deadline, self.fine_scorer, escape, stall)
             self.offer_fine(report.placement)
             notes.extend(
                 f"{note} (from the two-tower witness)" if start is not starts[-1] else note
                 for note in report.notes
             )
-        if second is not None and self.end - time.perf_counter() > _MIN_SECOND_START_SECONDS:
+        if second is not None:  # in the time the incumbent's polish left, if any
             report = polish(fine, second, settings, self.end, self.fine_scorer, complete_hints=False)
             self.offer_fine(report.placement)
-            notes.extend(f"{note} (from the two-tower witness)" for note in report.notes)
+            if report.windows:
+                notes.extend(f"{note} (from the two-tower witness)" for note in report.notes)
         return tuple(notes)
 
     def shift_cuts(self) -> None:

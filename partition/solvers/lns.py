@@ -100,6 +100,16 @@ _ESCAPE_PAUSE = 4.0  # the caller's global move runs again only after this many 
 
 
 @dataclass(frozen=True)
+class Stall:
+    """When a polish gives up for a caller that has another start to polish: once the bottleneck
+    has not fallen for ``seconds``, if that happens before ``until`` (``perf_counter`` time,
+    leaving the other start the time it needs); after ``until`` the polish runs to its deadline."""
+
+    seconds: float
+    until: float
+
+
+@dataclass(frozen=True)
 class PolishReport:
     """What a polish did: the placement (the start if nothing better was found) and a summary."""
 
@@ -492,7 +502,7 @@ def polish(
     deadline: float,
     scorer: Scorer | None = None,
     escape: Callable[[Placement, float], Placement | None] | None = None,
-    stall: float | None = None,
+    stall: Stall | None = None,
     complete_hints: bool = True,
 ) -> PolishReport:
     """Improve ``start`` by large-neighbourhood search until ``deadline`` (``perf_counter`` time)
@@ -502,8 +512,8 @@ def polish(
     it again on large graphs). ``escape``: the caller's global move (a placement and a deadline to
     a placement, or ``None``), tried on each new incumbent, first on the start, but never again
     before :data:`_ESCAPE_PAUSE` times its last run has gone to windows; it replaces the
-    incumbent when better (Acceptance). ``stall``: seconds after which the polish stops if the
-    bottleneck has not fallen in them (a caller with a second start to polish). ``complete_hints``:
+    incumbent when better (Acceptance). ``stall``: when to stop early if the bottleneck stops
+    falling (:class:`Stall`; a caller with a second start to polish). ``complete_hints``:
     whether each window's CP-SAT search starts from the incumbent completed to a full solution of
     its model, or from the incumbent's decisions only (stages and device classes), completed
     CP-SAT's own way: from a start far from any local optimum (the two-tower witness) the partial
@@ -540,7 +550,8 @@ def polish(
 
     stalled = False
     while search.remaining() > _MIN_WINDOW_SECONDS:
-        if stall is not None and time.perf_counter() - gained > stall:
+        now = time.perf_counter()
+        if stall is not None and now - gained > stall.seconds and now < stall.until:
             stalled = True
             break
         swapped = search.swap_devices(stage_of, devices, times)
@@ -613,7 +624,7 @@ def polish(
         placement = start
     improved = placement != start
     summary = f"lns: {search.windows} windows searched, {len(search.proven)} proven locally optimal"
-    summary += f", stopped after {stall:.3g} s without gain" if stalled else ""
+    summary += f", stopped after {stall.seconds:.3g} s without gain" if stalled and stall else ""
     summary += f", escape moves taken: {escapes}; bottleneck" if escape is not None else "; bottleneck"
     summary += (
         f" {initial.max():.6g} s → {times.max():.6g} s (latency {initial.sum():.6g} s → {times.sum():.6g} s)"
