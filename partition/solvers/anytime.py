@@ -58,9 +58,8 @@ Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
    ``_WITNESS_SHARE`` of that time, when it lies within ``_WITNESS_SLACK`` of the incumbent;
    a witness farther off gets the time the incumbent's polish leaves: that polish stops after
    ``_STALL_SHARE`` of its time without lowering the bottleneck, while ``_SECOND_START_SECONDS``
-   remain. The polish's escape interleaves
-   the towers anew along each incumbent's own order (:func:`.tower_split.along`, every cut
-   moved at once).
+   remain. The polish's escape interleaves the towers anew along each incumbent's own order
+   (:func:`.tower_split.along`, every cut moved at once).
 
 Lower bound: :func:`partition.aggregate_bound.aggregate_lower_bound` on the *original*
 instance (work over type-weighted aggregate speed plus a communication floor), valid however

@@ -512,16 +512,18 @@ def polish(
     it again on large graphs). ``escape``: the caller's global move (a placement and a deadline to
     a placement, or ``None``), tried on each new incumbent, first on the start, but never again
     before :data:`_ESCAPE_PAUSE` times its last run has gone to windows; it replaces the
-    incumbent when better (Acceptance). ``stall``: when to stop early if the bottleneck stops
-    falling (:class:`Stall`; a caller with a second start to polish). ``complete_hints``:
-    whether each window's CP-SAT search starts from the incumbent completed to a full solution of
-    its model, or from the incumbent's decisions only (stages and device classes), completed
-    CP-SAT's own way: from a start far from any local optimum (the two-tower witness) the partial
-    hint yields other solutions of the same bottleneck, whose lower stages the acceptance takes.
-    Windows only move ops between neighbouring stages:
+    incumbent when better (Acceptance). Windows only move ops between neighbouring stages:
     on CLIP over 16 V100s at k = 16 the two towers interleaved anew along the incumbent's stages
     (:func:`.tower_split.along`) move every cut at once, 0.3423 ms to 0.3412 in 1.6 s, where
     the windows' next move (to 0.3419) came 72 s later.
+
+    ``stall``: when to stop early once the bottleneck stops falling (:class:`Stall`; a caller
+    with a second start to polish). ``complete_hints``: whether each window's CP-SAT search
+    starts from the incumbent completed to a full solution of its model, or from the
+    incumbent's decisions only (stages and device classes), completed CP-SAT's own way: from a
+    start far from any local optimum (the two-tower witness) the partial hint yields other
+    solutions of the same bottleneck, whose lower stages the acceptance takes (CLIP over 2 × 8
+    A100 at k = 16, 30 s from the witness: 0.30305 ms against 0.30521).
     """
     if len(instance.graph.ops) > _EVALUATE_OPS:  # leave time for the evaluator's final check
         deadline -= len(instance.graph.ops) * _EVALUATE_SECONDS_PER_OP
