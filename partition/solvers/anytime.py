@@ -729,14 +729,13 @@ class _Search:
                     starts.insert(0, witness)
                 elif score[2]:
                     second = witness
+        stall = None  # the incumbent's polish alone until the end, unless a far witness waits
+        if second is not None:
+            seconds = max(self.end - time.perf_counter(), 0.0) * _STALL_SHARE
+            stall = Stall(seconds, self.end - _SECOND_START_SECONDS)
         for turn, start in enumerate(starts):
             share = _WITNESS_SHARE if turn + 1 < len(starts) else 1.0
             deadline = time.perf_counter() + max(self.end - time.perf_counter(), 0.0) * share
-            stall = None
-            if second is not None:
-                stall = Stall(
-                    (deadline - time.perf_counter()) * _STALL_SHARE, self.end - _SECOND_START_SECONDS
-                )
             report = polish(fine, start, settings, deadline, self.fine_scorer, escape, stall)
             self.offer_fine(report.placement)
             notes.extend(
