@@ -336,7 +336,7 @@ def test_a_far_witness_is_polished_when_the_incumbents_polish_stalls(
     monkeypatch, witness_within_slack: bool
 ) -> None:
     # A witness within the slack of the incumbent is polished first, for its share, then the
-    # incumbent to the end; a farther one only once the incumbent's polish has gone a quarter of
+    # incumbent to the end; a farther one only once the incumbent's polish has gone a third of
     # its time without gain, with partial hints and no escape (the escape would move it straight
     # back to the incumbent's basin), until the end.
     search = _equal_layers_search(layers=4)
@@ -372,7 +372,7 @@ def test_a_far_witness_is_polished_when_the_incumbents_polish_stalls(
         assert first["left"] == pytest.approx(10.0, abs=0.5)
     else:
         assert first["start"] is incumbent and second["start"] is witness
-        assert first["stall"].seconds == pytest.approx(0.25 * first["left"], abs=0.5)
+        assert first["stall"].seconds == pytest.approx(first["left"] / 3, abs=0.5)
         assert first["stall"].until == pytest.approx(search.end - 10.0)
         assert not second["complete_hints"] and second["stall"] is None
         assert first["left"] == pytest.approx(20.0, abs=0.5)
