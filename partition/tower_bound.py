@@ -194,6 +194,10 @@ _SPAN = 0.05  # of the ops: an op whose one input is made further back than this
 _FLOATING_SHARE = 0.02  # of the graph's work (every type) that deleted floating paths may hold
 _RESOLUTIONS = (200, 400, 800)  # groups of positions per tower, refined while time remains
 _MAX_ROWS = 3_000  # grouped rows of the smaller tower (its cost matrices are rows² per type)
+# the witness with group changes is traced where its table is at most this large: on four types
+# (2.2 M cells) one probe takes 5 s, the polish's last gains (CLIP there 0.54281 -> 0.54323 ms at
+# 60 s), on A100/L4/T4 (0.6 M) 1 s
+_ACROSS_WITNESS_CELLS = 1_000_000
 _ACROSS_PASSES = 4  # time left, in passes of the last resolution, for the bisection with group changes
 _ACROSS_STEP = 0.0025  # its first probe this far above the plain bound (relative), then twice as far …
 _WITNESS_FACTORS = (1.001, 1.003, 1.01, 1.03)  # above the bound, where a primal start is traced
@@ -1204,9 +1208,12 @@ class _Product:
     def prices_changes(self) -> bool:
         """Whether :meth:`feasible_across` applies: the towers are priced across hosts, there
         are several groups of hosts, and its table stays within :data:`_ACROSS_STATES`."""
-        if self.free is None:
-            return False
-        return self.free.size * _KEYS * (self.first.last + 1) <= _ACROSS_STATES
+        return self.free is not None and self.across_cells <= _ACROSS_STATES
+
+    @property
+    def across_cells(self) -> int:
+        """The size of :meth:`feasible_across`'s table (0 without groups of hosts)."""
+        return 0 if self.free is None else self.free.size * _KEYS * (self.first.last + 1)
 
     def feasible_across(self, bottleneck: float, deadline: float | None = None) -> bool:
         """:meth:`feasible` with the group changes of the module docstring. ``furthest[c,
@@ -1219,45 +1226,140 @@ class _Product:
         Past ``deadline`` (``time.perf_counter`` seconds) the probe gives up, admitting
         ``bottleneck``: one probe can take longer than the whole plain pass (CLIP on four types
         at k = 8: 6.2 s against 0.3 s), and its first was started with no time to measure."""
+        table = self._across_table(bottleneck, deadline)
+        return table is None or table[1] is not None  # past the deadline nothing is proven
+
+    def _across_table(
+        self, bottleneck: float, deadline: float | None
+    ) -> tuple[np.ndarray, tuple[int, int] | None] | None:
+        """The points of :meth:`feasible_across` (count vectors × keys × first tower's rows) up
+        to the first layer that reaches both ends, and that layer's count vector and key
+        reaching them (``None`` where none does); ``None`` past ``deadline``."""
         assert self.type_group is not None and self.free is not None
         first, second = self.first, self.second
         groups = self.free.shape[1]
         furthest = np.full((len(self.vectors), groups * _KEYS, first.last + 1), -1, dtype=np.int64)
-        origin = np.full(first.last + 1, -1, dtype=np.int64)
-        origin[0] = 0
-        opening = [(origin, None)]  # the first stage's start
         for layer in self.layers:
             for row in layer:
                 if _past(deadline):
-                    return True  # nothing proven: the caller's bound stays valid
+                    return None
                 best = furthest[row]
-                for kind, previous in enumerate(self.previous_of):
-                    before = previous[row]
-                    if before < 0:
-                        continue
-                    sides = int(self.sides[kind][row])
-                    group = int(self.type_group[kind])
-                    # a next stage in another group needs a free device there
-                    other = bool(np.delete(self.free[row], group).any())
-                    if before == 0:
-                        self._extend_across(kind, opening, bottleneck, best, sides, group, (0, 0), other)
-                        continue
-                    states = furthest[before].reshape(groups, _KEYS, -1)
-                    others = np.delete(states, group, axis=0).max(axis=0)  # committed to another group
-                    # by what the stage receives across hosts (the previous stage's full parts)
-                    variants: dict[tuple[int, int], list] = {(0, 0): [(states[group, 0], None)]}
-                    for key in range(1, _KEYS):
-                        full, nexts = divmod(key - 1, 4)
-                        variants.setdefault((full >> 1, full & 1), []).append(
-                            (others[key], (nexts >> 1, nexts & 1))
-                        )
+                for kind, sides, group, other, variants in self._across_sources(furthest, row):
                     for received, found in variants.items():
-                        self._extend_across(kind, found, bottleneck, best, sides, group, received, other)
+                        points = [(p, need) for p, need, _ in found]
+                        self._extend_across(kind, points, bottleneck, best, sides, group, received, other)
                 for key in range(len(best)):
                     best[key] = self._excluded(best[key])
-            if (furthest[layer, :, first.last] >= second.last).any():
-                return True
-        return False
+            reached = np.argwhere(furthest[layer, :, first.last] >= second.last)
+            if len(reached):
+                return furthest, (int(layer[reached[0][0]]), int(reached[0][1]))
+        return furthest, None
+
+    def _across_sources(self, furthest: np.ndarray, row: int):
+        """Per type whose stage brings the counts to ``row``: ``(kind, sides, group, other,
+        variants)``, the variants by what the stage receives across hosts (the previous stage's
+        full parts), each a list of ``(points, fullness needed, source)``: the points are those
+        of the states ``source = (count vector, groups, key)`` (merged over the groups), or the
+        first stage's start (``None``)."""
+        assert self.type_group is not None and self.free is not None and self.sides is not None
+        groups = self.free.shape[1]
+        for kind, previous in enumerate(self.previous_of):
+            before = int(previous[row])
+            if before < 0:
+                continue
+            sides = int(self.sides[kind][row])
+            group = int(self.type_group[kind])
+            # a next stage in another group needs a free device there
+            other = bool(np.delete(self.free[row], group).any())
+            if before == 0:
+                origin = np.full(self.first.last + 1, -1, dtype=np.int64)
+                origin[0] = 0
+                yield kind, sides, group, other, {(0, 0): [(origin, None, None)]}
+                continue
+            states = furthest[before].reshape(groups, _KEYS, -1)
+            elsewhere = tuple(g for g in range(groups) if g != group)
+            others = states[list(elsewhere)].max(axis=0)  # committed to another group
+            same = (states[group, 0], None, (before, (group,), 0))
+            variants: dict[tuple[int, int], list] = {(0, 0): [same]}
+            for key in range(1, _KEYS):
+                full, nexts = divmod(key - 1, 4)
+                variants.setdefault((full >> 1, full & 1), []).append(
+                    (others[key], (nexts >> 1, nexts & 1), (before, elsewhere, key))
+                )
+            yield kind, sides, group, other, variants
+
+    def witness_across(
+        self, bottleneck: float, deadline: float | None = None
+    ) -> list[tuple[int, int, int]] | None:
+        """:meth:`witness` in the pass with group changes (``None``: no stages reach both ends
+        within ``bottleneck``, or ``deadline`` passed first): from each stage's end, a variant
+        whose points a stage of its type extends to it, then one start of them (the points
+        halved while some half still does), and the state those points came from. Its stages
+        visit the groups of hosts as placements pay for it: on CLIP over A100/L4/T4 at k = 8
+        the text tower stays on host 0 and the witness rounds to 0.8556 ms, where
+        :meth:`witness`'s T4 that makes the causal mask sends it to host 0 (0.9134)."""
+        table = self._across_table(bottleneck, deadline)
+        if table is None or table[1] is None:
+            return None
+        furthest, (row, key) = table
+        a, b = self.first.last, self.second.last
+        stages = []
+        while row != 0:
+            if _past(deadline):
+                return None
+            step = self._across_step_back(furthest, row, key, a, b, bottleneck)
+            if step is None:
+                return None
+            kind, row, key, start_a, start_b = step
+            stages.append((kind, a, b))
+            a, b = start_a, start_b
+        return stages[::-1]
+
+    def _across_step_back(
+        self, furthest: np.ndarray, row: int, key: int, a: int, b: int, bottleneck: float
+    ) -> tuple[int, int, int, int, int] | None:
+        """A stage ending at ``(a, ≥ b)`` in state ``(row, key)`` of :meth:`_across_table`: its
+        type, the state it starts from and its start ``(a₀, b₀)``; ``None`` when none is found.
+        A point the precedences moved to an earlier row was reached at ``a`` or beyond."""
+        group = key // _KEYS
+        for kind, sides, kind_group, other, variants in self._across_sources(furthest, row):
+            if kind_group != group:
+                continue
+            for received, found in variants.items():
+                extension = (kind, bottleneck, sides, group, received, other)
+                for points, need, source in found:
+                    if not self._reaches(extension, points, need, key, a, b):
+                        continue
+                    starts = np.flatnonzero(points >= 0)
+                    while len(starts) > 1:
+                        half = starts[: len(starts) // 2]
+                        kept = np.full_like(points, -1)
+                        kept[half] = points[half]
+                        starts = (
+                            half if self._reaches(extension, kept, need, key, a, b) else starts[len(half) :]
+                        )
+                    start = int(starts[0])
+                    if source is None:
+                        return kind, 0, 0, start, int(points[start])
+                    before, candidates, state = source
+                    held = next(
+                        g for g in candidates if furthest[before, g * _KEYS + state, start] == points[start]
+                    )
+                    return kind, before, held * _KEYS + state, start, int(points[start])
+        return None
+
+    def _reaches(
+        self, extension: tuple, points: np.ndarray, need: tuple[int, int] | None, key: int, a: int, b: int
+    ) -> bool:
+        """Whether a stage (``extension``: its type, the bottleneck, its pricing, group, receipts
+        across hosts, and whether a next stage may lie in another group) from ``points`` whose
+        parts must have the fullness ``need`` reaches a point at or beyond ``(a, b)`` in state
+        ``key``."""
+        assert self.free is not None
+        kind, bottleneck, sides, group, received, other = extension
+        best = np.full((self.free.shape[1] * _KEYS, self.first.last + 1), -1, dtype=np.int64)
+        self._extend_across(kind, [(points, need)], bottleneck, best, sides, group, received, other)
+        return bool((best[key, a:] >= b).any())
 
     def _extend_across(
         self,
@@ -1555,16 +1657,19 @@ class _Setting:
 
 
 def tower_witness(
-    instance: Instance, bound: float, upper: float, deadline: float | None = None
+    instance: Instance, bound: float, upper: float, deadline: float | None = None, across: bool = False
 ) -> list[tuple[int, np.ndarray]] | None:
     """The stages of the relaxation's witness just above ``bound`` (below ``upper``), at the
-    finest resolution with the broadcast tensors charged: per stage its device type and the
-    ops of the original graph (a mask) that the two towers' cuts at its end hold. A primal
-    start (:func:`~partition.solvers.tower_split.witness_placement`), not a bound: ``None``
-    where the graph has no towers or no witness is found below ``upper``, or when the next
-    try would end past ``deadline`` (``time.perf_counter`` seconds; each is a probe of the
-    finest pass, 0.3 s on CLIP over four types, and a bound found under a short limit lies
-    below every try: the four overran a 3-s ``auto`` by 1.2 s)."""
+    finest resolution with the broadcast tensors charged, ``across`` with the group changes
+    (:meth:`_Product.witness_across`; ``None`` where the pass does not apply): per stage its
+    device type and the ops of the original graph (a mask) that the two towers' cuts at its end
+    hold. A primal start
+    (:func:`~partition.solvers.tower_split.witness_placement`), not a bound: ``None`` where the
+    graph has no towers or no witness is found below ``upper``, or when the next try would end
+    past ``deadline`` (``time.perf_counter`` seconds; each is a probe of the finest pass, 0.3 s
+    on CLIP over four types, 5 s with the group changes there, and a bound found under a short
+    limit lies below every try: the four overran a 3-s ``auto`` by 1.2 s). The pass with group
+    changes stops at ``deadline`` too."""
     found = towers(instance)
     if found is None or not np.isfinite(upper) or bound <= 0:
         return None
@@ -1574,12 +1679,15 @@ def tower_witness(
     product = setting.product(_RESOLUTIONS[-1], charged=True, exact=False)
     if product is None:
         return None
+    if across and (not product.prices_changes or product.across_cells > _ACROSS_WITNESS_CELLS):
+        return None
+    trace = functools.partial(product.witness_across, deadline=deadline) if across else product.witness
     probe = 0.0
     for factor in _WITNESS_FACTORS:
         if bound * factor >= upper or (deadline is not None and time.perf_counter() + probe > deadline):
             return None
         started = time.perf_counter()
-        stages = product.witness(bound * factor)
+        stages = trace(bound * factor)
         probe = time.perf_counter() - started
         if stages is not None:
             break

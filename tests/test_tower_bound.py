@@ -422,6 +422,38 @@ def test_stages_beside_a_change_of_host_group_pay_across_hosts(monkeypatch) -> N
     assert tower_lower_bound(t5, t5_upper) < 0.4071e-3
 
 
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(0, 100_000),
+    st.sampled_from([_two_towers, _hung_towers, _masked_towers]),
+    st.sampled_from([TYPED_HOSTS, SPANNING_HOSTS, PAIRED_HOSTS]),
+    st.sampled_from([0.98, 1.0, 1.01, 1.1]),
+)
+def test_the_witness_with_group_changes_is_a_path_of_its_pass(seed, generate, hosts, factor) -> None:
+    # traced back through the same table: found exactly where the pass admits the bottleneck,
+    # one stage per step, within the devices of each type, from the towers' starts to their ends
+    instance = generate(seed, hosts)
+    found = towers(instance)
+    if found is None:
+        return
+    upper = 2 * partition.solve(instance, "order-dp").bottleneck
+    product = tower_bound._setting(instance, found, upper).product(3, charged=True, exact=False)
+    if product is None or not product.prices_changes:
+        return
+    bottleneck = factor * tower_lower_bound(instance, upper)
+    stages = product.witness_across(bottleneck)
+    assert (stages is not None) == product.feasible_across(bottleneck)
+    if stages is None:
+        return
+    counts = np.bincount([kind for kind, _, _ in stages], minlength=len(instance.cluster.type_names))
+    assert (counts <= np.asarray(instance.cluster.type_counts)).all()
+    assert len(stages) <= instance.options.stages
+    ends = np.array([(a, b) for _, a, b in stages])
+    assert (np.diff(ends, axis=0) >= 0).all()
+    assert tuple(ends[-1]) == (product.first.last, product.second.last)
+    assert product.witness_across(bottleneck, deadline=time.perf_counter() - 1.0) is None
+
+
 def test_a_probe_with_group_changes_gives_up_at_the_deadline(monkeypatch) -> None:
     # One such probe can outlast the whole plain pass (CLIP on four types at k = 8: 5 s against
     # 0.3 s, which made auto end 1.3–4 s past a 60-s limit): past the deadline it admits the

@@ -402,10 +402,12 @@ def witness_placement(
     bound: float,
     upper: float,
     deadline: float | None = None,
+    across: bool = False,
 ) -> Placement | None:
     """The two-tower bound's witness just above ``bound`` (:func:`~partition.tower_bound.tower_witness`
-    on ``original``, within ``deadline``) as a placement of ``instance``, a coarsening of it whose
-    op ``v`` stands for the original ops ``members[v]``; ``None`` without a witness or with more
+    on ``original``, within ``deadline``; ``across``: the pass's with group changes) as a
+    placement of ``instance``, a coarsening of it whose op ``v`` stands for the original ops
+    ``members[v]``; ``None`` without a witness or with more
     stages of a type than devices.
 
     Each op goes to the first stage whose cut holds it (a coarse op: its members' latest), an op in
@@ -415,7 +417,7 @@ def witness_placement(
     costs, so the placement is a start for the polish, not an estimate: on CLIP over 16 V100s
     at k = 16 it rounds to 0.3494 ms and 10 s of the polish take it to 0.3423, where the order
     search and the polish end at 0.3455 (`bench/broadcast_mask.md`)."""
-    cuts = tower_witness(original, bound, upper, deadline)
+    cuts = tower_witness(original, bound, upper, deadline, across)
     if cuts is None:
         return None
     stage = np.full(len(original.graph.ops), -1, dtype=np.int64)
