@@ -1122,13 +1122,23 @@ class _Product:
         if row is None:
             return None
         charge = None if self.sender is None else self.sender.charge(bottleneck)
-        held, a, b = furthest.shape[1] - 1, self.first.last, self.second.last
+        step_back = functools.partial(self._step_back, furthest, bottleneck=bottleneck, charge=charge)
+        return self._traced(step_back, row, furthest.shape[1] - 1)
+
+    def _traced(
+        self, step_back: Callable, row: int, state: int, deadline: float | None = None
+    ) -> list[tuple[int, int, int]] | None:
+        """The stages from both towers' ends in ``(row, state)`` of a table back to their starts,
+        each found by ``step_back(row, state, a, b)`` (its type, the state it starts from and
+        its start; ``None``: none found); ``None`` when a step finds none or ``deadline``
+        passes."""
+        a, b = self.first.last, self.second.last
         stages = []
         while row != 0:
-            step = self._step_back(furthest, row, held, a, b, bottleneck, charge)
+            step = None if _past(deadline) else step_back(row, state, a, b)
             if step is None:
                 return None
-            kind, row, held, start_a, start_b = step
+            kind, row, state, start_a, start_b = step
             stages.append((kind, a, b))
             a, b = start_a, start_b
         return stages[::-1]
@@ -1302,18 +1312,8 @@ class _Product:
         if table is None or table[1] is None:
             return None
         furthest, (row, key) = table
-        a, b = self.first.last, self.second.last
-        stages = []
-        while row != 0:
-            if _past(deadline):
-                return None
-            step = self._across_step_back(furthest, row, key, a, b, bottleneck)
-            if step is None:
-                return None
-            kind, row, key, start_a, start_b = step
-            stages.append((kind, a, b))
-            a, b = start_a, start_b
-        return stages[::-1]
+        step_back = functools.partial(self._across_step_back, furthest, bottleneck=bottleneck)
+        return self._traced(step_back, row, key, deadline)
 
     def _across_step_back(
         self, furthest: np.ndarray, row: int, key: int, a: int, b: int, bottleneck: float

@@ -407,8 +407,7 @@ def witness_placement(
     """The two-tower bound's witness just above ``bound`` (:func:`~partition.tower_bound.tower_witness`
     on ``original``, within ``deadline``; ``across``: the pass's with group changes) as a
     placement of ``instance``, a coarsening of it whose op ``v`` stands for the original ops
-    ``members[v]``; ``None`` without a witness or with more
-    stages of a type than devices.
+    ``members[v]``; ``None`` without a witness or with more stages of a type than devices.
 
     Each op goes to the first stage whose cut holds it (a coarse op: its members' latest), an op in
     neither tower (CLIP's ArgMax path) to the least loaded stage its placed inputs and readers
