@@ -1585,7 +1585,7 @@ def _types_by_host(instance: Instance) -> Instance | None:
 
 def _setting(instance: Instance, found: Towers, upper: float) -> _Setting:
     """The towers' positions (measured on the fastest type) and what else the products of
-    :func:`tower_lower_bound` and :func:`tower_witness` are built from."""
+    :func:`tower_lower_bound` and :func:`tower_witnesses` are built from."""
     reference = int(instance.costs.finite_times().sum(axis=0).argmin())
     measured = (_measured(found.first, reference), _measured(found.second, reference))
     remote = None
@@ -1656,43 +1656,32 @@ class _Setting:
         return _Product(self.instance, *parts, ceilings, floors, hung, far, sender, order)
 
 
-def tower_witness(
-    instance: Instance, bound: float, upper: float, deadline: float | None = None, across: bool = False
-) -> list[tuple[int, np.ndarray]] | None:
-    """The stages of the relaxation's witness just above ``bound`` (below ``upper``), at the
-    finest resolution with the broadcast tensors charged, ``across`` with the group changes
-    (:meth:`_Product.witness_across`; ``None`` where the pass does not apply): per stage its
-    device type and the ops of the original graph (a mask) that the two towers' cuts at its end
-    hold. A primal start
-    (:func:`~partition.solvers.tower_split.witness_placement`), not a bound: ``None`` where the
-    graph has no towers or no witness is found below ``upper``, or when the next try would end
-    past ``deadline`` (``time.perf_counter`` seconds; each is a probe of the finest pass, 0.3 s
-    on CLIP over four types, 5 s with the group changes there, and a bound found under a short
-    limit lies below every try: the four overran a 3-s ``auto`` by 1.2 s). The pass with group
-    changes stops at ``deadline`` too."""
+def tower_witnesses(
+    instance: Instance, bound: float, upper: float, deadline: float | None = None
+) -> list[list[tuple[int, np.ndarray]]]:
+    """The stages of the relaxation's witnesses just above ``bound`` (below ``upper``), at the
+    finest resolution with the broadcast tensors charged: the plain pass's, and on mixed
+    clusters, where its table has at most :data:`_ACROSS_WITNESS_CELLS` cells, the pass's with
+    group changes (:meth:`_Product.witness_across`). Per stage its device type and the ops of
+    the original graph (a mask) that the two towers' cuts at its end hold. Primal starts
+    (:func:`~partition.solvers.tower_split.witness_placements`), not bounds: none where the
+    graph has no towers, none of a pass whose witness is not found below ``upper`` or whose next
+    try would end past ``deadline`` (``time.perf_counter`` seconds; each is a probe of the
+    finest pass, 0.3 s on CLIP over four types, 5 s with the group changes there, and a bound
+    found under a short limit lies below every try: the four overran a 3-s ``auto`` by 1.2 s).
+    The pass with group changes stops at ``deadline`` too."""
     found = towers(instance)
     if found is None or not np.isfinite(upper) or bound <= 0:
-        return None
+        return []
     setting = _setting(instance, found, upper)
     # without the exact windows: their set-up would eat a short polish, and the rounding starts
     # no better from their witnesses (CLIP on 16 V100 at k = 16: 0.3534 ms against 0.3494)
     product = setting.product(_RESOLUTIONS[-1], charged=True, exact=False)
     if product is None:
-        return None
-    if across and (not product.prices_changes or product.across_cells > _ACROSS_WITNESS_CELLS):
-        return None
-    trace = functools.partial(product.witness_across, deadline=deadline) if across else product.witness
-    probe = 0.0
-    for factor in _WITNESS_FACTORS:
-        if bound * factor >= upper or (deadline is not None and time.perf_counter() + probe > deadline):
-            return None
-        started = time.perf_counter()
-        stages = trace(bound * factor)
-        probe = time.perf_counter() - started
-        if stages is not None:
-            break
-    else:
-        return None
+        return []
+    traces: list[Callable[[float], list[tuple[int, int, int]] | None]] = [product.witness]
+    if product.prices_changes and product.across_cells <= _ACROSS_WITNESS_CELLS:
+        traces.append(functools.partial(product.witness_across, deadline=deadline))
     index = instance.graph.index
     ids = [
         np.array([index[op.id] for op in setting.measured[t].instance.graph.ops], dtype=np.int64)
@@ -1702,13 +1691,40 @@ def tower_witness(
         np.searchsorted(tower.group_of, np.arange(tower.last + 1))
         for tower in (product.first, product.second)
     ]
-    cuts = []
-    for kind, a, b in stages:
-        held = np.zeros(len(instance.graph.ops), dtype=bool)
-        for t, group, ops, first_rows in zip(product.order, (a, b), ids, starts, strict=True):
-            held[ops[setting.measured[t].cut(int(first_rows[group]))]] = True
-        cuts.append((kind, held))
-    return cuts
+    witnesses = []
+    for trace in traces:
+        stages = _traced_above(trace, bound, upper, deadline)
+        if stages is None:
+            continue
+        cuts = []
+        for kind, a, b in stages:
+            held = np.zeros(len(instance.graph.ops), dtype=bool)
+            for t, group, ops, first_rows in zip(product.order, (a, b), ids, starts, strict=True):
+                held[ops[setting.measured[t].cut(int(first_rows[group]))]] = True
+            cuts.append((kind, held))
+        witnesses.append(cuts)
+    return witnesses
+
+
+def _traced_above(
+    trace: Callable[[float], list[tuple[int, int, int]] | None],
+    bound: float,
+    upper: float,
+    deadline: float | None,
+) -> list[tuple[int, int, int]] | None:
+    """The stages ``trace`` finds at the first of :data:`_WITNESS_FACTORS` above ``bound`` where
+    there are any, below ``upper``; ``None`` when none is found or the next try would end past
+    ``deadline`` (each taking as long as the one before)."""
+    probe = 0.0
+    for factor in _WITNESS_FACTORS:
+        if bound * factor >= upper or (deadline is not None and time.perf_counter() + probe > deadline):
+            return None
+        started = time.perf_counter()
+        stages = trace(bound * factor)
+        probe = time.perf_counter() - started
+        if stages is not None:
+            return stages
+    return None
 
 
 def _raised(feasible: Callable[[float], bool], lower: float, high: float, deadline: float | None) -> float:

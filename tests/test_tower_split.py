@@ -16,8 +16,8 @@ from partition import chain_bound, tower_bound
 from partition.coarsen import coarsen_exact
 from partition.evaluator import evaluate
 from partition.instance import load_instance
-from partition.solvers.tower_split import along, interleave, witness_placement
-from partition.tower_bound import tower_lower_bound, tower_witness, towers
+from partition.solvers.tower_split import along, interleave, witness_placements
+from partition.tower_bound import tower_lower_bound, tower_witnesses, towers
 
 cases = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 CLIP = "instances/v1/clip_b32.homo-8h100.k8.json.gz"
@@ -127,8 +127,8 @@ def test_the_bounds_witness_rounds_to_a_valid_placement(seed, generate) -> None:
     optimum = partition.solve(instance, "brute-force").bottleneck
     bound = tower_lower_bound(instance, 2 * optimum)
     members = tuple((v,) for v in range(len(instance.graph.ops)))
-    placement = witness_placement(instance, instance, members, max(bound, 1e-9), 2 * optimum)
-    assert placement is None or evaluate(instance, placement).valid
+    placements = witness_placements(instance, instance, members, max(bound, 1e-9), 2 * optimum)
+    assert all(evaluate(instance, placement).valid for placement in placements)
 
 
 def test_the_witness_is_not_traced_past_its_deadline(monkeypatch) -> None:
@@ -138,13 +138,13 @@ def test_the_witness_is_not_traced_past_its_deadline(monkeypatch) -> None:
     tries = []
     trace = tower_bound._Product.witness
     monkeypatch.setattr(tower_bound._Product, "witness", lambda self, b: tries.append(b) or trace(self, b))
-    assert tower_witness(instance, 0.33506e-3, 0.34547e-3) is not None
+    assert len(tower_witnesses(instance, 0.33506e-3, 0.34547e-3)) == 1  # one group of hosts
     assert len(tries) == 1
     tries.clear()  # far below the relaxation's optimum: every factor is tried, none traces
-    assert tower_witness(instance, 0.30e-3, 0.34547e-3, time.perf_counter() + 600) is None
+    assert not tower_witnesses(instance, 0.30e-3, 0.34547e-3, time.perf_counter() + 600)
     assert len(tries) == len(tower_bound._WITNESS_FACTORS)
     tries.clear()
-    assert tower_witness(instance, 0.30e-3, 0.34547e-3, time.perf_counter()) is None
+    assert not tower_witnesses(instance, 0.30e-3, 0.34547e-3, time.perf_counter())
     assert not tries
 
 
@@ -155,8 +155,7 @@ def test_clips_bound_witness_interleaved_along_its_own_order_beats_the_graphs() 
     # ended at 0.3483 (bench/broadcast_mask.md, bench/tower_split.md)
     instance = load_instance("instances/v1/clip_b32.homo-16v100.k16.json.gz")
     fine = coarsen_exact(instance)
-    found = witness_placement(instance, fine.instance, fine.members, 0.33506e-3, 0.34547e-3)
-    assert found is not None
+    (found,) = witness_placements(instance, fine.instance, fine.members, 0.33506e-3, 0.34547e-3)
     placement = fine.expand(found)
     evaluation = evaluate(instance, placement)
     assert evaluation.valid and placement.num_stages == 16
@@ -177,7 +176,6 @@ def test_on_a_mixed_cluster_the_witness_with_group_changes_rounds_better() -> No
     instance = load_instance("instances/v1/clip_b32.hetero-a100-l4-t4.k8.json.gz")
     fine = coarsen_exact(instance)
     bracket = (instance, fine.instance, fine.members, 0.80236e-3, 0.83347e-3)
-    plain, across = (witness_placement(*bracket, None, across) for across in (False, True))
-    assert plain is not None and across is not None
+    plain, across = witness_placements(*bracket)
     plain_time, across_time = (evaluate(instance, fine.expand(p)).bottleneck for p in (plain, across))
     assert across_time < 0.87e-3 < 0.9e-3 < plain_time

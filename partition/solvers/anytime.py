@@ -54,7 +54,7 @@ Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
    around the bottleneck stage on the fine level, everything else fixed, in the time left
    (at least ``_LNS_SHARE`` of the limit: steps 1–6 stop earlier to leave it; step 7 takes
    at most ``_SHIFT_SHARE`` of it). On a graph of two towers it first polishes the two-tower
-   bound's witness rounded to a placement (:func:`.tower_split.witness_placement`; on mixed
+   bound's witness rounded to a placement (:func:`.tower_split.witness_placements`; on mixed
    clusters the better rounded of the plain pass's and the one with group changes), for
    ``_WITNESS_SHARE`` of that time, when it lies within ``_WITNESS_SLACK`` of the incumbent;
    a witness farther off gets the time the incumbent's polish leaves: that polish stops after
@@ -97,7 +97,7 @@ from .branch_order import BranchSplit, branch_split
 from .chain_round import rounded_placement
 from .lns import Stall, polish
 from .order_dp import split_order
-from .tower_split import along, interleave, witness_placement
+from .tower_split import along, interleave, witness_placements
 
 _DEFAULT_TIME_LIMIT = 20.0
 _GRAIN = 0.02  # search-level ops at most this fraction of the ideal stage time
@@ -699,7 +699,7 @@ class _Search:
     def polish_with_witness(self, settings: Settings) -> tuple[str, ...]:
         """The large-neighbourhood polish until the end, from the incumbent and, on a graph of two
         towers, from the two-tower bound's witness rounded to a placement
-        (:func:`.tower_split.witness_placement`; on mixed clusters also the witness of the pass
+        (:func:`.tower_split.witness_placements`; on mixed clusters also the witness of the pass
         with group changes, whose stages visit the hosts as placements pay for it, and the
         better rounded of the two is kept: CLIP over A100/L4/T4 at k = 8 0.8556 ms against
         0.9134, T5 there 0.9537 against 0.9268). The polish is a local search that ends where
@@ -723,11 +723,11 @@ class _Search:
             # traced within the share of the polish it would start
             deadline = time.perf_counter() + max(self.end - time.perf_counter(), 0.0) * _WITNESS_SHARE
             witness, score = None, (np.inf, np.inf)
-            for across in (False, True):  # the plain pass's; on mixed clusters, with group changes
-                traced = witness_placement(
-                    self.instance, fine, self.fine.members, self.bound, self.best[0], deadline, across
-                )
-                if traced is None or (traced.num_stages != self.k and self.instance.options.exact_stages):
+            traced_witnesses = witness_placements(
+                self.instance, fine, self.fine.members, self.bound, self.best[0], deadline
+            )
+            for traced in traced_witnesses:
+                if traced.num_stages != self.k and self.instance.options.exact_stages:
                     continue
                 scored = self.fine_scorer.score(np.asarray(traced.stage_of), np.asarray(traced.devices))
                 if scored[2] and scored[:2] < score:

@@ -41,8 +41,8 @@ the split is estimated again with each tensor charged as often as the traced spl
 or (:func:`along`) a placement's own, stage by stage, which puts that placement among the
 splits weighed.
 
-:func:`witness_placement` rounds the two-tower *bound's* witness instead (its exact segment
-positions, priced as the relaxation prices them; :func:`~partition.tower_bound.tower_witness`):
+:func:`witness_placements` rounds the two-tower *bound's* witnesses instead (its exact segment
+positions, priced as the relaxation prices them; :func:`~partition.tower_bound.tower_witnesses`):
 a start for the polish rather than an estimate.
 """
 
@@ -58,7 +58,7 @@ from ..coarsen import _adjacency
 from ..graph import keyed_topological_order
 from ..instance import CommMode, Instance
 from ..placement import Placement
-from ..tower_bound import Towers, tower_witness
+from ..tower_bound import Towers, tower_witnesses
 
 _MAX_POSITIONS = 1_000  # a tower with more ops would make the n² cost grids (8 MB each) too large
 _SEND_ROUNDS = 8  # estimates at most, each charging the sends per destination the ones before traced
@@ -395,19 +395,18 @@ def _placed(
     return stage_of, np.asarray(order, dtype=np.int64)
 
 
-def witness_placement(
+def witness_placements(
     original: Instance,
     instance: Instance,
     members: tuple[tuple[int, ...], ...],
     bound: float,
     upper: float,
     deadline: float | None = None,
-    across: bool = False,
-) -> Placement | None:
-    """The two-tower bound's witness just above ``bound`` (:func:`~partition.tower_bound.tower_witness`
-    on ``original``, within ``deadline``; ``across``: the pass's with group changes) as a
-    placement of ``instance``, a coarsening of it whose op ``v`` stands for the original ops
-    ``members[v]``; ``None`` without a witness or with more stages of a type than devices.
+) -> list[Placement]:
+    """The two-tower bound's witnesses just above ``bound`` (:func:`~partition.tower_bound.tower_witnesses`
+    on ``original``, within ``deadline``: the plain pass's, and on mixed clusters the pass's with
+    group changes) as placements of ``instance``, a coarsening of it whose op ``v`` stands for
+    the original ops ``members[v]``; none for a witness with more stages of a type than devices.
 
     Each op goes to the first stage whose cut holds it (a coarse op: its members' latest), an op in
     neither tower (CLIP's ArgMax path) to the least loaded stage its placed inputs and readers
@@ -416,9 +415,21 @@ def witness_placement(
     costs, so the placement is a start for the polish, not an estimate: on CLIP over 16 V100s
     at k = 16 it rounds to 0.3494 ms and 10 s of the polish take it to 0.3423, where the order
     search and the polish end at 0.3455 (`bench/broadcast_mask.md`)."""
-    cuts = tower_witness(original, bound, upper, deadline, across)
-    if cuts is None:
-        return None
+    rounded = (
+        _rounded(original, instance, members, cuts)
+        for cuts in tower_witnesses(original, bound, upper, deadline)
+    )
+    return [placement for placement in rounded if placement is not None]
+
+
+def _rounded(
+    original: Instance,
+    instance: Instance,
+    members: tuple[tuple[int, ...], ...],
+    cuts: list[tuple[int, np.ndarray]],
+) -> Placement | None:
+    """The witness ``cuts`` (per stage its type and the original ops its end's cut holds) as a
+    placement of ``instance`` (:func:`witness_placements`)."""
     stage = np.full(len(original.graph.ops), -1, dtype=np.int64)
     for c, (_, held) in enumerate(cuts):
         stage[(stage < 0) & held] = c
