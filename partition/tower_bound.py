@@ -155,7 +155,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -1265,7 +1265,7 @@ class _Product:
                 return furthest, (int(layer[reached[0][0]]), int(reached[0][1]))
         return furthest, None
 
-    def _across_sources(self, furthest: np.ndarray, row: int):
+    def _across_sources(self, furthest: np.ndarray, row: int) -> Iterator[tuple[int, int, int, bool, dict]]:
         """Per type whose stage brings the counts to ``row``: ``(kind, sides, group, other,
         variants)``, the variants by what the stage receives across hosts (the previous stage's
         full parts), each a list of ``(points, fullness needed, source)``: the points are those

@@ -723,10 +723,9 @@ class _Search:
             # traced within the share of the polish it would start
             deadline = time.perf_counter() + max(self.end - time.perf_counter(), 0.0) * _WITNESS_SHARE
             witness, score = None, (np.inf, np.inf)
-            traced_witnesses = witness_placements(
+            for traced in witness_placements(
                 self.instance, fine, self.fine.members, self.bound, self.best[0], deadline
-            )
-            for traced in traced_witnesses:
+            ):
                 if traced.num_stages != self.k and self.instance.options.exact_stages:
                     continue
                 scored = self.fine_scorer.score(np.asarray(traced.stage_of), np.asarray(traced.devices))

@@ -41,7 +41,7 @@ the split is estimated again with each tensor charged as often as the traced spl
 or (:func:`along`) a placement's own, stage by stage, which puts that placement among the
 splits weighed.
 
-:func:`witness_placements` rounds the two-tower *bound's* witnesses instead (its exact segment
+:func:`witness_placements` rounds the two-tower *bound's* witnesses instead (their exact segment
 positions, priced as the relaxation prices them; :func:`~partition.tower_bound.tower_witnesses`):
 a start for the polish rather than an estimate.
 """
