@@ -124,7 +124,11 @@ parts of the fullness given. A stage is then priced across hosts on the starts o
 whose previous part was full and on the ends of those whose next part is full (CLIP on
 H100/A100 at k = 8: 0.50681 → 0.50908 ms; T5 there 0.40702 → 0.40872). It is far slower than
 :meth:`_Product.feasible`, whose bound brackets it from below, so it runs last, at the finest
-resolution reached, while time remains.
+resolution reached, while time remains. It prices the broadcast tensors' receipts too and,
+where its table doubled stays within :data:`_ACROSS_STATES`, the maker's sends (the points say
+whether the maker is placed, as in the broadcasts' pass): without them the pass's witness on
+CLIP over A100/L4/T4 at k = 8 had the text tower's first stage compute 0.7888 of 0.8035 ms and
+send nothing for the causal mask that three later stages read; with them 0.80236 → 0.80850 ms.
 
 **A type on several hosts.** With one type on both hosts of 2 × 8 A100 there is one group, and
 every tensor is priced at NVLink. The same instance with a type per host
@@ -155,7 +159,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -1103,7 +1107,9 @@ class _Product:
                 for kind, previous in enumerate(self.previous_of):
                     if previous[row] >= 0:
                         sides = 0 if self.sides is None else int(self.sides[kind][row])
-                        self._extend_holding(kind, furthest[previous[row]], bottleneck, best, sides, charge)
+                        extend = functools.partial(self._extend, kind, sides=sides)
+                        paid = None if charge is None else charge[kind]
+                        self._extend_holding(extend, furthest[previous[row]], bottleneck, best, paid)
                 for held, points in enumerate(best):
                     best[held] = self._excluded(points)
             reached = layer[furthest[layer, -1, first.last] >= second.last]
@@ -1186,33 +1192,34 @@ class _Product:
 
     def _extend_holding(
         self,
-        kind: int,
-        points: np.ndarray,
+        extend: Callable[[object, float, np.ndarray], None],
+        sources: Sequence,
         bottleneck: float,
         best: np.ndarray,
-        sides: int,
-        charge: np.ndarray | None,
+        charge: float | None,
     ) -> None:
-        """:meth:`_extend` from ``points[held]`` to ``best[held]``, and with the sender's
-        ``charge`` (per type, at ``bottleneck``), from the points before the maker to those past
-        it, the stage paying the sends: its part in the maker's tower starts where the cut may
-        lack the maker (every point before it does) and ends where it may hold it."""
+        """Raise ``best[held]`` to what ``extend(sources[held], budget, target)`` (a stage from
+        the states that hold the sender's maker or not) reaches within ``bottleneck``, and with
+        the sender's ``charge`` (of the stage's type, at ``bottleneck``), from the states before
+        the maker to those past it, the stage paying the sends: its part in the maker's tower
+        starts where the cut may lack the maker (every point before it does) and ends where it
+        may hold it."""
         sender = self.sender
         if charge is None or sender is None:
-            self._extend(kind, points[0], bottleneck, best[0], sides)
+            extend(sources[0], bottleneck, best[0])
             return
         lacking, holding = np.full_like(best[0], -1), np.full_like(best[1], -1)
-        self._extend(kind, points[0], bottleneck, lacking, sides)
-        self._extend(kind, points[0], bottleneck - charge[kind], holding, sides)
+        extend(sources[0], bottleneck, lacking)
+        extend(sources[0], bottleneck - charge, holding)
         if sender.side == 0:  # rows are the first tower's
-            lacking[sender.lack_to + 1 :] = -1
-            holding[: sender.hold_from] = -1
+            lacking[..., sender.lack_to + 1 :] = -1
+            holding[..., : sender.hold_from] = -1
         else:
-            lacking = np.minimum(lacking, sender.lack_to)
+            np.minimum(lacking, sender.lack_to, out=lacking)
             holding[holding < sender.hold_from] = -1
         np.maximum(best[0], lacking, out=best[0])
         np.maximum(best[1], holding, out=best[1])
-        self._extend(kind, points[1], bottleneck, best[1], sides)
+        extend(sources[1], bottleneck, best[1])
 
     @property
     def prices_changes(self) -> bool:
@@ -1225,42 +1232,54 @@ class _Product:
         """The size of :meth:`feasible_across`'s table (0 without groups of hosts)."""
         return 0 if self.free is None else self.free.size * _KEYS * (self.first.last + 1)
 
-    def feasible_across(self, bottleneck: float, deadline: float | None = None) -> bool:
+    def feasible_across(
+        self, bottleneck: float, deadline: float | None = None, sending: bool = False
+    ) -> bool:
         """:meth:`feasible` with the group changes of the module docstring. ``furthest[c,
-        key]``, the points of the states with counts ``c`` per ``key`` (:func:`_state_key`):
+        held, key]``, the points of the states with counts ``c`` per ``key`` (:func:`_state_key`):
         the last stage's group, the fullness of its parts and its commitment. A stage of
         group ``h`` extends the states of its group committed to the same group, and those of
         the other groups committed to a next stage in another group with parts of its
         fullness (the same for every such group, so their points are merged first).
+        ``sending``: the stage that places the :class:`_Sender`'s maker pays its sends, as in
+        :meth:`feasible` (CLIP on A100/L4/T4 at k = 8: 0.80236 → 0.80850 ms, where the pass
+        without them had the text tower's first stage send its causal mask to three stages).
 
         Past ``deadline`` (``time.perf_counter`` seconds) the probe gives up, admitting
         ``bottleneck``: one probe can take longer than the whole plain pass (CLIP on four types
         at k = 8: 6.2 s against 0.3 s), and its first was started with no time to measure."""
-        table = self._across_table(bottleneck, deadline)
+        table = self._across_table(bottleneck, deadline, sending)
         return table is None or table[1] is not None  # past the deadline nothing is proven
 
     def _across_table(
-        self, bottleneck: float, deadline: float | None
+        self, bottleneck: float, deadline: float | None, sending: bool = False
     ) -> tuple[np.ndarray, tuple[int, int] | None] | None:
-        """The points of :meth:`feasible_across` (count vectors × keys × first tower's rows) up
-        to the first layer that reaches both ends, and that layer's count vector and key
-        reaching them (``None`` where none does); ``None`` past ``deadline``."""
+        """The points of :meth:`feasible_across` (count vectors × held × keys × first tower's
+        rows) up to the first layer that reaches both ends, and that layer's count vector and
+        key reaching them (``None`` where none does); ``None`` past ``deadline``."""
         assert self.type_group is not None and self.free is not None
         first, second = self.first, self.second
         groups = self.free.shape[1]
-        furthest = np.full((len(self.vectors), groups * _KEYS, first.last + 1), -1, dtype=np.int64)
+        sender = self.sender if sending else None
+        charge = None if sender is None else sender.charge(bottleneck)
+        shape = (len(self.vectors), 1 + (sender is not None), groups * _KEYS, first.last + 1)
+        furthest = np.full(shape, -1, dtype=np.int64)
         for layer in self.layers:
             for row in layer:
                 if _past(deadline):
                     return None
                 best = furthest[row]
-                for kind, sides, group, other, variants in self._across_sources(furthest, row):
+                sources = [self._across_sources(furthest[:, held], row) for held in range(shape[1])]
+                for (kind, sides, group, other, variants), *holding in zip(*sources, strict=True):
+                    paid = None if charge is None else charge[kind]
+                    stage = functools.partial(self._extend_across, kind, sides=sides, group=group)
                     for received, found in variants.items():
-                        points = [(p, need) for p, need, _ in found]
-                        self._extend_across(kind, points, bottleneck, best, sides, group, received, other)
-                for key in range(len(best)):
-                    best[key] = self._excluded(best[key])
-            reached = np.argwhere(furthest[layer, :, first.last] >= second.last)
+                        by_held = [_points(found), *(_points(h[4][received], placed=True) for h in holding)]
+                        extend = functools.partial(stage, received=received, other=other)
+                        self._extend_holding(extend, by_held, bottleneck, best, paid)
+                for points in best.reshape(-1, best.shape[-1]):
+                    points[:] = self._excluded(points)
+            reached = np.argwhere(furthest[layer, -1, :, first.last] >= second.last)
             if len(reached):
                 return furthest, (int(layer[reached[0][0]]), int(reached[0][1]))
         return furthest, None
@@ -1312,7 +1331,7 @@ class _Product:
         if table is None or table[1] is None:
             return None
         furthest, (row, key) = table
-        step_back = functools.partial(self._across_step_back, furthest, bottleneck=bottleneck)
+        step_back = functools.partial(self._across_step_back, furthest[:, 0], bottleneck=bottleneck)
         return self._traced(step_back, row, key, deadline)
 
     def _across_step_back(
@@ -1408,6 +1427,12 @@ class _Product:
                         keys = group * _KEYS + _state_key(full_a, full_b, commitment)
                         # on the flat view: numpy's fast path for one index array, 4× the 2-D one
                         np.maximum.at(best.reshape(-1), keys * best.shape[1] + ends, reached)
+
+
+def _points(found: list, placed: bool = False) -> list[tuple[np.ndarray, tuple[int, int] | None]]:
+    """The points and fullness needed of a variant's sources (:meth:`_Product._across_sources`);
+    ``placed``: of those past a stage, without the first stage's start, which lacks every op."""
+    return [(points, need) for points, need, source in found if not placed or source is not None]
 
 
 _KEYS = 17  # per group: committed to the same group, or (4 fullness pairs) × (4 next fullness pairs)
@@ -1518,7 +1543,11 @@ def tower_lower_bound(
     left = np.inf if deadline is None else deadline - time.perf_counter()
     last_pass = time.perf_counter() - started
     if product.prices_changes and left > _ACROSS_PASSES * last_pass:
-        across = functools.partial(product.feasible_across, deadline=give_up)
+        # with the broadcasts' receipts, and the maker's sends where their table fits
+        across_product = setting.product(finest, charged=True, exact=False) if any(broadcasts) else product
+        assert across_product is not None  # built before at this resolution
+        sending = across_product.sender is not None and 2 * across_product.across_cells <= _ACROSS_STATES
+        across = functools.partial(across_product.feasible_across, deadline=give_up, sending=sending)
         best = max(best, _raised(across, best, upper, deadline) * (1 - _SAFETY))
     # the broadcast tensors' receipts slow every search of the second tower, and the maker's
     # sends double the points: a pass of their own at the finest resolution, after the group

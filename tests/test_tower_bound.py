@@ -471,6 +471,24 @@ def test_a_probe_with_group_changes_gives_up_at_the_deadline(monkeypatch) -> Non
     assert probe.func(0.999 * across, deadline=time.perf_counter() - 1.0)
 
 
+def test_the_pass_with_group_changes_charges_the_masks_sends(monkeypatch) -> None:
+    # The stage placing a mask's maker sends it to every other stage holding a reader; the pass
+    # with group changes now tracks whether the maker is placed and charges those sends, as the
+    # broadcasts' pass does. Two towers on two hosts of two devices (seed 27, k = 4, the mask's
+    # readers all dropped but the first): the bound rises from 0.92 of the optimum to it.
+    monkeypatch.setattr(tower_bound, "_with_near_readers", lambda tower, original: tower)
+    instance = _masked_towers(27, PAIRED_HOSTS)
+    optimum = partition.solve(instance, "brute-force").bottleneck
+    assert 0.999 * optimum < tower_lower_bound(instance, 1.3 * optimum) <= optimum * (1 + 1e-9)
+    across = tower_bound._Product.feasible_across
+    monkeypatch.setattr(
+        tower_bound._Product,
+        "feasible_across",
+        lambda product, bottleneck, deadline=None, sending=False: across(product, bottleneck, deadline),
+    )
+    assert tower_lower_bound(instance, 1.3 * optimum) < 0.92 * optimum
+
+
 @pytest.mark.usefixtures("without_group_changes")
 def test_a_stage_that_may_owe_a_hung_tensor_keeps_its_price_across_hosts() -> None:
     # Where the first part holds too little of the hung segment to make a hung tensor, the second
