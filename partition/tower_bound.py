@@ -1236,8 +1236,9 @@ class _Product:
         self, bottleneck: float, deadline: float | None = None, sending: bool = False
     ) -> bool:
         """:meth:`feasible` with the group changes of the module docstring. ``furthest[c,
-        held, key]``, the points of the states with counts ``c`` per ``key`` (:func:`_state_key`):
-        the last stage's group, the fullness of its parts and its commitment. A stage of
+        held, key]``, the points of the states with counts ``c``, whether the maker is placed
+        (with ``sending``) and ``key`` (:func:`_state_key`): the last stage's group, the
+        fullness of its parts and its commitment. A stage of
         group ``h`` extends the states of its group committed to the same group, and those of
         the other groups committed to a next stage in another group with parts of its
         fullness (the same for every such group, so their points are merged first).

@@ -474,7 +474,7 @@ def test_a_probe_with_group_changes_gives_up_at_the_deadline(monkeypatch) -> Non
 def test_the_pass_with_group_changes_charges_the_masks_sends(monkeypatch) -> None:
     # The stage placing a mask's maker sends it to every other stage holding a reader; the pass
     # with group changes now tracks whether the maker is placed and charges those sends, as the
-    # broadcasts' pass does. Two towers on two hosts of two devices (seed 27, k = 4, the mask's
+    # broadcasts' pass does. Two towers on two hosts of two devices (seed 27, k = 3, the mask's
     # readers all dropped but the first): the bound rises from 0.92 of the optimum to it.
     monkeypatch.setattr(tower_bound, "_with_near_readers", lambda tower, original: tower)
     instance = _masked_towers(27, PAIRED_HOSTS)
