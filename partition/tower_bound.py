@@ -1362,10 +1362,10 @@ class _Product:
                     if source is None:
                         return kind, 0, 0, start, int(points[start])
                     before, candidates, state = source
-                    held = next(
+                    came = next(  # the group the merged points came from
                         g for g in candidates if furthest[before, g * _KEYS + state, start] == points[start]
                     )
-                    return kind, before, held * _KEYS + state, start, int(points[start])
+                    return kind, before, came * _KEYS + state, start, int(points[start])
         return None
 
     def _reaches(
