@@ -81,8 +81,17 @@ reader's segment and ends at or beyond the boundary after one of theirs), at eac
 link, and a stage pays that price when its part of ``A`` holds less of the hung segment's work
 than one chain needs to make a hung tensor: at most ``upper(a') − max(lower(a), floor)`` of it,
 the work its end's cut may hold less what its start's surely holds (T5 on 8 H100s at k = 8:
-0.3714 → 0.3729 ms; on A100/L4/T4, 0.6901 → 0.7016). A later start then may cost more, so past
-the hung segment's boundary every point is extended, not only the undominated ones.
+0.3714 → 0.3729 ms; on A100/L4/T4, 0.6901 → 0.7016). A part that may make some pays the price
+less a hung tensor (the largest) per maker whose *own* ancestors past the boundary (those no
+other maker descends from: T5's projection, reshape and transpose, not the encoder's last op)
+its work can hold: a maker it holds without them has one in its start's cut, so the stage
+receives one of their inner tensors instead — the difference, when cheaper, is spared too, and
+so are the inner tensors the least receipts of ``A`` may already charge; a start whose cut holds
+less than an own ancestor's root has no such maker (T5 on A100/L4/T4 at k = 8, where a hung
+tensor costs 15.5 µs and a chain 17.7 µs of an A100, decoder stages that held a chain or two
+paid none of the other hung tensors their layers read: 0.70431 → 0.71997 ms). A later start
+then may cost more, so past the hung segment's boundary every point is extended, not only the
+undominated ones.
 
 **Broadcast tensors.** The relaxation keeps a mask's first reader (and those near it), but every
 reader still reads it. A part whose start's cut holds every kept reader, and so the mask's
@@ -159,6 +168,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -924,24 +934,39 @@ class _Hung:
     that makes a hung tensor; per staircase group the least (``lower``) and most (``upper``)
     work on the reference type its cuts hold, and ``floor``, that work at the boundary. A part
     from group ``a`` to ``a'`` holds at most ``upper[a'] − max(lower[a], floor)`` of the work
-    past the boundary. Holding a maker, it holds the maker (``alone``, the least such work)
-    and every ancestor of it past the boundary that its start's cut lacks: at least ``whole``
-    (the least work of a maker with those ancestors) less the ``upper[a] − floor`` at most
-    that the cut holds past the boundary. Below both it holds no maker: its stage receives
-    every hung tensor its other part reads."""
+    past the boundary, and its start's cut at most ``upper[a] − floor``. ``makers``: what the
+    makers of the hung tensors need (:class:`_Makers`); per type, ``largest`` the time of the
+    largest hung tensor, ``total`` of them all, and ``passed`` what :meth:`spared` adds once
+    the start's cut may hold a maker's own ancestor."""
 
     tower: _Tower
     boundary: int
     lower: np.ndarray
     upper: np.ndarray
     floor: float
-    whole: float
-    alone: float
+    makers: _Makers
+    largest: np.ndarray
+    total: np.ndarray
+    passed: np.ndarray
 
-    def charged(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    def spared(self, kind: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """The most time of the hung tensors' receipts that a stage of type ``kind`` whose
+        staircase part goes from group ``starts`` to ``ends`` spares by making them (*Hung
+        tensors*). Holding a maker, the part holds the maker and every ancestor of it past the
+        boundary that its start's cut lacks: at least the maker's whole work there less what
+        the cut may hold, and at least the maker's own; below both it holds no maker and spares
+        nothing. Else it spares at most a hung tensor (the largest) per maker whose own
+        ancestors its work can hold; the others it makes hold an own ancestor in the start's
+        cut, so it receives an inner tensor of theirs instead (only when the cut may hold an
+        own root: ``passed``, which also gives back the inner tensors the staircase's least
+        receipts may charge)."""
+        makers = self.makers
         held = self.upper[ends] - np.maximum(self.lower[starts], self.floor)
         before = np.maximum(self.upper[starts] - self.floor, 0.0)
-        return held < np.maximum(self.alone, self.whole - before)
+        none = held < np.maximum(makers.alone, makers.whole - before)
+        made = np.floor(np.maximum(held, 0.0) / makers.own) if makers.own > 0 else np.inf
+        spared = made * self.largest[kind] + np.where(before >= makers.root, self.passed[kind], 0.0)
+        return np.where(none, 0.0, spared)
 
 
 def _across_hosts(instance: Instance) -> Instance:
@@ -1076,13 +1101,14 @@ class _Product:
         """The furthest row of the second tower that a stage of type ``kind`` reaches from row
         ``origin`` within ``left`` seconds, its first tower's part going from row ``starts`` to
         row ``ends`` (elementwise), the second part priced as ``priced`` says (``2 · across on
-        its start + across on its end``). Where the first part holds too little of the hung
-        segment to make a hung tensor, the second part's price with the hung tensors' receipts
-        (local links) is a second valid price: the larger of the two is used."""
+        its start + across on its end``). The second part's price with the hung tensors'
+        receipts (local links), less what the first part may spare by making some
+        (:meth:`_Hung.spared`), is a second valid price: the larger of the two is used."""
         found = self.towers[priced][1].reach(kind, origin, left)
         if self.hung is not None:
-            charged = self.hung.charged(starts, ends)
-            hung = self.hung.tower.reach(kind, origin[charged], left[charged])
+            spared = self.hung.spared(kind, starts, ends)
+            charged = spared < self.hung.total[kind]
+            hung = self.hung.tower.reach(kind, origin[charged], left[charged] + spared[charged])
             found[charged] = np.minimum(found[charged], hung)
         return found
 
@@ -1461,14 +1487,32 @@ def _hung_tensors(instance: Instance, found: Towers) -> list[tuple[float, list[s
     ]
 
 
-def _maker_work(x: _Measured, makers: set[str], segment: int) -> tuple[float, float]:
-    """The least work on the reference type of an op of ``makers`` with its ancestors in
-    segment ``segment`` or later (what a part starting at or before that segment's boundary
-    holds with it), and of such an op alone."""
+@dataclass(frozen=True)
+class _Makers:
+    """What the makers of the hung tensors need past the boundary (segment ``segment`` of the
+    staircase and later), as work on the reference type: ``whole``, the least of a maker with
+    its ancestors there (what a part starting at the boundary holds with it); ``alone``, of a
+    maker alone; ``own``, of a maker's own ancestors (itself and those no other maker descends
+    from: distinct makers' are disjoint); ``root``, of an own ancestor with no own predecessor (a
+    cut holding an own ancestor holds such a root). ``inner``, the bytes of the tensors an own
+    ancestor makes for another of the same maker, and ``reads``, the most of them one op reads.
+    ``alone``, ``whole`` and ``own`` are shaded down, ``root`` too, so rounding only lowers the
+    bound."""
+
+    whole: float
+    alone: float
+    own: float
+    root: float
+    inner: tuple[float, ...]
+    reads: int
+
+
+def _makers(x: _Measured, makers: set[str], segment: int) -> _Makers:
+    """:class:`_Makers` for the ops ``makers`` of ``x`` past the boundary before ``segment``."""
     graph = x.instance.graph
     predecessors = _adjacency(graph)[0]
     times = x.instance.costs.finite_times()[:, x.reference]
-    whole, alone = np.inf, np.inf
+    ancestries = []
     for op in makers:
         v = graph.index[op]
         needed, stack = {v}, [v]
@@ -1477,16 +1521,42 @@ def _maker_work(x: _Measured, makers: set[str], segment: int) -> tuple[float, fl
                 if x.segment[u] >= segment and u not in needed:
                     needed.add(u)
                     stack.append(u)
-        whole = min(whole, float(times[sorted(needed)].sum()))
-        alone = min(alone, float(times[v]))
-    return whole, alone
+        ancestries.append((v, needed))
+    shared = Counter(u for _, needed in ancestries for u in needed)
+    owned = [{u for u in needed if shared[u] == 1} for _, needed in ancestries]
+    roots = [u for own in owned for u in own if not set(predecessors[u]) & own]
+    owner = {u: i for i, own in enumerate(owned) for u in own}
+    inner = [
+        t
+        for t in graph.tensors
+        if t.producer in graph.index
+        and graph.index[t.producer] in owner
+        and any(owner.get(graph.index[c]) == owner[graph.index[t.producer]] for c in t.consumers)
+    ]
+    reads = Counter(
+        c for t in inner for c in t.consumers if owner.get(graph.index[c]) == owner[graph.index[t.producer]]
+    )
+    shade = 1 - 1e-9
+    return _Makers(
+        min(float(times[sorted(needed)].sum()) for _, needed in ancestries) * shade,
+        min(float(times[v]) for v, _ in ancestries) * shade,
+        min(float(times[sorted(own)].sum()) for own in owned) * shade,
+        min(float(times[u]) for u in roots) * shade,
+        tuple(t.bytes for t in inner),
+        max(reads.values(), default=0),
+    )
 
 
 def _hung_costs(
     x: _Measured, y: _Measured, staircase: _Tower, found: Towers, tensors: list, resolution: int
 ) -> _Hung:
     """:class:`_Hung` for the hung chains of ``x`` (the staircase, grouped as ``staircase``)
-    read by ``y``, at ``resolution``."""
+    read by ``y``, at ``resolution``. A stage whose part makes some hung tensors and receives
+    an inner tensor for each of the others spares, once its start's cut may hold an own
+    ancestor, what a received inner tensor costs less than a hung one, and the inner tensors
+    the staircase's least receipts may charge it (``reads`` of the largest); with more than
+    one segment past the boundary, or that segment's ideals enumerated (its parts then priced
+    every tensor they read), it may spare them all."""
     index = x.instance.graph.index
     makers = {u for u, _ in found.links if u in index}
     segment = min(int(x.segment[index[u]]) for u in makers)
@@ -1494,15 +1564,29 @@ def _hung_costs(
     group_of = staircase.group_of
     firsts = np.flatnonzero(np.diff(group_of, prepend=-1))
     reference = x.reference
-    whole, alone = _maker_work(x, makers, segment)
+    needs = _makers(x, makers, segment)
+    latency, bandwidth = _links(y.instance)
+    if y.instance.options.overlap:  # communication overlaps compute: no receipts charged
+        latency, bandwidth = np.zeros_like(latency), np.full_like(bandwidth, np.inf)
+    times = [latency + size / bandwidth for size, _ in tensors]
+    largest, total = np.max(times, axis=0), np.sum(times, axis=0)
+    passed = np.zeros_like(largest)
+    if needs.inner:
+        inner = [latency + size / bandwidth for size in needs.inner]
+        cheaper = np.maximum(largest - np.min(inner, axis=0), 0.0)  # than a hung tensor
+        passed = needs.reads * np.max(inner, axis=0) + len(tensors) * cheaper
+        if int(x.segment.max()) > segment or x.ideals.get(segment) is not None:
+            passed = total
     return _Hung(
         _tower(y, reference, resolution, _receipts(y, tensors)),
         int(group_of[boundary]),
         np.minimum.reduceat(x.positions.end[:, reference], firsts),
         np.maximum.reduceat(x.positions.start[:, reference], firsts),
         float(x.positions.end[boundary, reference]),
-        whole * (1 - 1e-9),
-        alone * (1 - 1e-9),
+        needs,
+        largest,
+        total,
+        passed,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 
 import networkx as nx
 import numpy as np
@@ -249,9 +250,12 @@ def test_t5_hangs_the_cross_attention_projections_on_the_encoder() -> None:
         assert tower_lower_bound(instance, T5_BEST) < bound - 2e-6
     # the hung chains' segment has no join: each chain (projection, reshape, transpose) is a
     # group of the fractional knapsack, so its cheap reshapes cannot stand in for its matmul
-    # (where the segment is relaxed to cells: here without the residual streams' near readers)
+    # (where the segment is relaxed to cells: here without the residual streams' near readers,
+    # nor the hung tensors' receipts, which stages making too few of them pay: with those the
+    # grouping adds 9 ns here, without them 2.7 µs)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(tower_bound, "_with_near_readers", lambda tower, original: tower)
+        patch.setattr(tower_bound, "_hung_costs", lambda *args: None)
         grouped = tower_lower_bound(instance, T5_BEST)
         patch.setattr(chain_bound, "_components", lambda predecessors, skip: [])
         assert tower_lower_bound(instance, T5_BEST) < grouped - 2e-6
@@ -356,7 +360,7 @@ def test_t5_towers_keep_the_residual_streams_third_reader(monkeypatch) -> None:
     assert any(len(set(t.consumers)) >= 3 for t in kept)
     lifted = tower_lower_bound(instance, best)
     monkeypatch.setattr(tower_bound, "_with_near_readers", lambda tower, original: tower)
-    assert tower_lower_bound(instance, best) * 1.04 < lifted <= best
+    assert tower_lower_bound(instance, best) * 1.03 < lifted <= best
 
 
 @pytest.mark.parametrize("seed", [70, 885, 1057])
@@ -409,7 +413,7 @@ def test_stages_beside_a_change_of_host_group_pay_across_hosts(monkeypatch) -> N
     # so the next stage, on another host, receives across hosts what it reads of them; and when
     # the next stage's part is full it reads them all, so the stage sends them across. Two
     # towers on two hosts of two devices each (seed 102, k = 4): the bound rises to within 0.2%
-    # of the optimum; T5 on H100/A100 at k = 8 rises by 0.4%.
+    # of the optimum; T5 on H100/A100 at k = 8 rises by 0.3%.
     instance = _hung_towers(102, PAIRED_HOSTS)
     optimum = partition.solve(instance, "brute-force").bottleneck
     t5 = load_instance("instances/v1/t5_small.hetero-h100-a100.k8.json.gz")
@@ -419,7 +423,7 @@ def test_stages_beside_a_change_of_host_group_pay_across_hosts(monkeypatch) -> N
     assert tower_lower_bound(t5, t5_upper) > 0.4085e-3
     monkeypatch.setattr(tower_bound._Product, "prices_changes", property(lambda self: False))
     assert tower_lower_bound(instance, optimum) < 0.95 * optimum
-    assert tower_lower_bound(t5, t5_upper) < 0.4071e-3
+    assert tower_lower_bound(t5, t5_upper) < 0.4075e-3
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -513,3 +517,21 @@ def test_with_overlap_the_hung_tensors_are_not_added_to_compute() -> None:
     instance = partition.make_instance(dag, cluster, 4, comm_mode="once", overlap=True)
     optimum = partition.solve(instance, "brute-force").bottleneck
     assert tower_lower_bound(instance, 4 * optimum) <= optimum * (1 + 1e-9)
+
+
+def test_a_stage_making_some_hung_tensors_receives_the_others(monkeypatch) -> None:
+    # A stage whose part of the encoder tower can hold one maker's own chain (projection,
+    # reshape, transpose) spared every hung tensor its decoder part reads; now it spares one a
+    # chain it can hold. Small towers (seed 140, two chains feeding the second tower): 0.80 ->
+    # 0.85 of the optimum. T5 on A100/L4/T4 at k = 8 (a hung tensor 15.5 µs, a chain 17.7 µs
+    # of an A100): 0.7043 -> 0.7200 ms.
+    instance = _hung_towers(140)
+    optimum = partition.solve(instance, "brute-force").bottleneck
+    t5 = load_instance("instances/v1/t5_small.hetero-a100-l4-t4.k8.json.gz")
+    t5_upper = 0.76778e-3  # auto's placement at 60 s (bench/scoreboard.md)
+    assert 0.85 * optimum < tower_lower_bound(instance, optimum) <= optimum * (1 + 1e-9)
+    assert tower_lower_bound(t5, t5_upper) > 0.7195e-3
+    makers = tower_bound._makers
+    monkeypatch.setattr(tower_bound, "_makers", lambda *args: replace(makers(*args), own=0.0))
+    assert tower_lower_bound(instance, optimum) < 0.81 * optimum
+    assert tower_lower_bound(t5, t5_upper) < 0.7045e-3
