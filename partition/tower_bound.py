@@ -953,9 +953,8 @@ class _Hung:
         """The most time of the hung tensors' receipts that a stage of type ``kind`` whose
         staircase part goes from group ``starts`` to ``ends`` spares by making them (*Hung
         tensors*). Holding a maker, the part holds the maker and every ancestor of it past the
-        boundary that its start's cut lacks: at least the maker's whole work there less what
-        the cut may hold, and at least the maker's own; below both it holds no maker and spares
-        nothing. Else it spares at most a hung tensor (the largest) per maker whose own
+        boundary that its start's cut lacks: at least the maker alone, and its whole work there
+        less what the cut may hold; below both it holds no maker and spares nothing. Else it spares at most a hung tensor (the largest) per maker whose own
         ancestors its work can hold; the others it makes hold an own ancestor in the start's
         cut, so it receives an inner tensor of theirs instead (only when the cut may hold an
         own root: ``passed``, which also gives back the inner tensors the staircase's least
@@ -964,7 +963,9 @@ class _Hung:
         held = self.upper[ends] - np.maximum(self.lower[starts], self.floor)
         before = np.maximum(self.upper[starts] - self.floor, 0.0)
         none = held < np.maximum(makers.alone, makers.whole - before)
-        made = np.floor(np.maximum(held, 0.0) / makers.own) if makers.own > 0 else np.inf
+        if makers.own <= 0:  # chains without work: a part may make them all
+            return np.where(none, 0.0, np.inf)
+        made = np.floor(np.maximum(held, 0.0) / makers.own)
         spared = made * self.largest[kind] + np.where(before >= makers.root, self.passed[kind], 0.0)
         return np.where(none, 0.0, spared)
 
