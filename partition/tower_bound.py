@@ -954,11 +954,11 @@ class _Hung:
         staircase part goes from group ``starts`` to ``ends`` spares by making them (*Hung
         tensors*). Holding a maker, the part holds the maker and every ancestor of it past the
         boundary that its start's cut lacks: at least the maker alone, and its whole work there
-        less what the cut may hold; below both it holds no maker and spares nothing. Else it spares at most a hung tensor (the largest) per maker whose own
-        ancestors its work can hold; the others it makes hold an own ancestor in the start's
-        cut, so it receives an inner tensor of theirs instead (only when the cut may hold an
-        own root: ``passed``, which also gives back the inner tensors the staircase's least
-        receipts may charge)."""
+        less what the cut may hold; below both it holds no maker and spares nothing. Else it
+        spares at most a hung tensor (the largest) per maker whose own ancestors its work can
+        hold; the others it makes hold an own ancestor in the start's cut, so it receives an
+        inner tensor of theirs instead (only when the cut may hold an own root: ``passed``,
+        which also gives back the inner tensors the staircase's least receipts may charge)."""
         makers = self.makers
         held = self.upper[ends] - np.maximum(self.lower[starts], self.floor)
         before = np.maximum(self.upper[starts] - self.floor, 0.0)
