@@ -1526,17 +1526,13 @@ def _makers(x: _Measured, makers: set[str], segment: int) -> _Makers:
     shared = Counter(u for _, needed in ancestries for u in needed)
     owned = [{u for u in needed if shared[u] == 1} for _, needed in ancestries]
     roots = [u for own in owned for u in own if not set(predecessors[u]) & own]
-    owner = {u: i for i, own in enumerate(owned) for u in own}
+    owner = {graph.ops[u].id: i for i, own in enumerate(owned) for u in own}
     inner = [
         t
         for t in graph.tensors
-        if t.producer in graph.index
-        and graph.index[t.producer] in owner
-        and any(owner.get(graph.index[c]) == owner[graph.index[t.producer]] for c in t.consumers)
+        if t.producer in owner and any(owner.get(c) == owner[t.producer] for c in t.consumers)
     ]
-    reads = Counter(
-        c for t in inner for c in t.consumers if owner.get(graph.index[c]) == owner[graph.index[t.producer]]
-    )
+    reads = Counter(c for t in inner for c in t.consumers if owner.get(c) == owner[t.producer])
     shade = 1 - 1e-9
     return _Makers(
         min(float(times[sorted(needed)].sum()) for _, needed in ancestries) * shade,
