@@ -1490,14 +1490,14 @@ def _hung_tensors(instance: Instance, found: Towers) -> list[tuple[float, list[s
 
 @dataclass(frozen=True)
 class _Makers:
-    """What the makers of the hung tensors need past the boundary (segment ``segment`` of the
-    staircase and later), as work on the reference type: ``whole``, the least of a maker with
-    its ancestors there (what a part starting at the boundary holds with it); ``alone``, of a
-    maker alone; ``own``, of a maker's own ancestors (itself and those no other maker descends
-    from: distinct makers' are disjoint); ``root``, of an own ancestor with no own predecessor (a
-    cut holding an own ancestor holds such a root). ``inner``, the bytes of the tensors an own
-    ancestor makes for another of the same maker, and ``reads``, the most of them one op reads.
-    ``alone``, ``whole`` and ``own`` are shaded down, ``root`` too, so rounding only lowers the
+    """What the makers of the hung tensors need past the hung boundary (in the staircase's
+    segment holding the first of them, and later), as work on the reference type: ``whole``,
+    the least of a maker with its ancestors there (what a part starting at the boundary holds
+    with it); ``alone``, of a maker alone; ``own``, of a maker's own ancestors (itself and those
+    no other maker descends from: distinct makers' are disjoint); ``root``, of an own ancestor
+    with no own predecessor (a cut holding an own ancestor holds such a root). ``inner``, the
+    bytes of the tensors an own ancestor makes for another of the same maker, and ``reads``, the
+    most of them one op reads. All four works are shaded down, so rounding only lowers the
     bound."""
 
     whole: float
