@@ -652,18 +652,23 @@ def _receipts(y: _Measured, tensors: list[tuple[float, list[str]]]) -> tuple[np.
     before ``b``: ``E(b') − S(b)`` counts every tensor certainly read once and no other
     positively. Readers outside ``y`` (deleted with a small component) are left out."""
     rows = len(y.positions.end)
-    latency, bandwidth = _links(y.instance)
-    ends, starts = np.zeros((rows + 1, len(latency))), np.zeros((rows + 1, len(latency)))
-    if y.instance.options.overlap:  # communication overlaps compute: the bound drops it
-        return ends[:-1], starts[:-1]
-    for size, everyone in tensors:
+    times = _transfer_times(y.instance, [size for size, _ in tensors])
+    ends, starts = (np.zeros((rows + 1, times.shape[1])) for _ in range(2))
+    for (_, everyone), time_ in zip(tensors, times, strict=True):
         readers = [w for w in everyone if w in y.instance.graph.index]
         if not readers:
             continue
-        time_ = latency + size / bandwidth
         ends[min(y.rows(w)[1] for w in readers)] += time_
         starts[min(y.rows(w)[0] for w in readers) + 1] += time_
     return np.cumsum(ends[:-1], axis=0), np.cumsum(starts[:-1], axis=0)
+
+
+def _transfer_times(instance: Instance, sizes: Sequence[float]) -> np.ndarray:
+    """Per tensor of ``sizes`` (bytes) and per device type, one transfer on the type's best
+    link; zeros when communication overlaps compute (the bound drops it)."""
+    latency, bandwidth = _links(instance)
+    times = latency[None, :] + np.asarray(sizes, dtype=float).reshape(-1, 1) / bandwidth[None, :]
+    return np.zeros_like(times) if instance.options.overlap else times
 
 
 def _tower(
@@ -845,10 +850,10 @@ def _with_broadcast_receipts(
     if measured.instance.options.overlap:  # communication overlaps compute: the bound drops it
         return tower
     rows = tower.last + 1
-    latency, bandwidth = _links(measured.instance)
+    price = _transfer_times(measured.instance, [broadcast.size for broadcast in broadcasts])
     group_of = tower.group_of
-    need = np.full((len(broadcasts), len(latency), rows), rows, dtype=np.int64)
-    for kind in range(len(latency)):  # one cost matrix at a time (rows² each)
+    need = np.full((*price.shape, rows), rows, dtype=np.int64)
+    for kind in range(price.shape[1]):  # one cost matrix at a time (rows² each)
         cost = tower.costs(kind)
         for number, broadcast in enumerate(broadcasts):
             kept_from = max(measured.rows(w)[1] for w in broadcast.kept)
@@ -860,7 +865,6 @@ def _with_broadcast_receipts(
                 if earliest > 0 and cost[:earliest, after:].min() < upper:
                     continue
                 np.minimum(need[number, kind, : before + 1], after, out=need[number, kind, : before + 1])
-    price = np.stack([latency + broadcast.size / bandwidth for broadcast in broadcasts])
     return replace(tower, need=need, price=price)
 
 
@@ -918,12 +922,10 @@ def _sender(measured: _Measured, tower: _Tower, broadcasts: list[_Broadcast], si
             held = below[first] & above[later[j]]
             held[[index[first], index[later[j]]]] = True
             spans[i, j] = times[held].sum(axis=0).min()
-    latency, bandwidth = _links(instance)
     before, after = measured.rows(broadcast.producer)
     group_of = tower.group_of
-    return _Sender(
-        side, int(group_of[after]) - 1, int(group_of[before]) + 1, spans, latency + broadcast.size / bandwidth
-    )
+    price = _transfer_times(instance, [broadcast.size])[0]
+    return _Sender(side, int(group_of[after]) - 1, int(group_of[before]) + 1, spans, price)
 
 
 @dataclass(frozen=True)
@@ -1562,14 +1564,11 @@ def _hung_costs(
     firsts = np.flatnonzero(np.diff(group_of, prepend=-1))
     reference = x.reference
     needs = _makers(x, makers, segment)
-    latency, bandwidth = _links(y.instance)
-    if y.instance.options.overlap:  # communication overlaps compute: no receipts charged
-        latency, bandwidth = np.zeros_like(latency), np.full_like(bandwidth, np.inf)
-    times = [latency + size / bandwidth for size, _ in tensors]
+    times = _transfer_times(y.instance, [size for size, _ in tensors])
     largest, total = np.max(times, axis=0), np.sum(times, axis=0)
     passed = np.zeros_like(largest)
     if needs.inner:
-        inner = [latency + size / bandwidth for size in needs.inner]
+        inner = _transfer_times(y.instance, needs.inner)
         cheaper = np.maximum(largest - np.min(inner, axis=0), 0.0)  # than a hung tensor
         passed = needs.reads * np.max(inner, axis=0) + len(tensors) * cheaper
         if int(x.segment.max()) > segment or x.ideals.get(segment) is not None:
