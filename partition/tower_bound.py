@@ -61,8 +61,8 @@ holds less what the start's may, and it is a set of the segment's ops: it comput
 least the fractional knapsack that takes the ops cheapest on ``τ`` per unit of reference work
 first (:class:`_Floor`; the cost then lowered to its envelopes again). T5 on H100/A100 at
 k = 8: 0.40872 → 0.41225 ms; on four types 0.42499 → 0.42681. Exact segments go without: their
-positions come from the ideals themselves, and on CLIP the floor lifted parts there by at most
-1.3 µs, no bound, and slowed the search by a sixth.
+positions come from the ideals themselves, and on CLIP over four types the floor lifted parts
+there by at most 1.3 µs, no bound, and slowed the search by a sixth (114 → 134 s).
 
 **Exact windows.** In the tower the DP reads as a matrix (the staircase's), a part that starts
 in an exact segment (its ideals enumerated) and ends in it or in the next is priced exactly
