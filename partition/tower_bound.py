@@ -125,7 +125,10 @@ host; one after which its group has no free device sends every tensor to another
 stage's parts are priced from each tower's positions with every link the inter-host one
 (:func:`_across_hosts`): on its starts when it opens its group, on its ends when it fills it
 (T5 on four types at k = 8, two devices a host: 0.41138 → 0.42215 ms; CLIP there 0.51127 →
-0.51921).
+0.51921). Likewise the stage that places a broadcast tensor's maker: the stages holding the
+readers it sends to come after it, and at most the devices its group has left (the counts say
+how many) lie there, so it sends the others to another host (:meth:`_Product._charges`; CLIP
+on four types at k = 8, no deadline: 0.52387 → 0.52500 ms).
 
 **Group changes.** Call a stage's part in a tower *full* when it ends beyond the boundary after
 its start's segment. Then every crossing tensor of that tower at its end was made in it (the
@@ -999,23 +1002,26 @@ class _Sender:
     maker lies in tower ``side`` of the product; a cut at or before group ``lack_to`` may lack
     it, one at or beyond ``hold_from`` may hold it; ``spans[i, j]``, the least work (over the
     types) of a stage holding the ``i``-th and ``j``-th of its readers that descend from every
-    kept reader (``i < j``), and ``price``, one send of the tensor per type."""
+    kept reader (``i < j``), and ``price`` and ``remote``, one send of the tensor per type on
+    its best link and on the inter-host one."""
 
     side: int
     lack_to: int
     hold_from: int
     spans: np.ndarray
     price: np.ndarray
+    remote: np.ndarray
 
-    def charge(self, bottleneck: float) -> np.ndarray:
-        """The least the maker's stage sends at ``bottleneck``, per type: readers taken in order
-        while no stage within ``bottleneck`` can hold one with any taken before are each in a
-        stage of their own, so the maker's stage, holding at most one, sends to the others."""
+    def sends(self, bottleneck: float) -> int:
+        """The least number of sends the maker's stage pays at ``bottleneck`` beyond the one the
+        relaxed tower may charge: readers taken in order while no stage within ``bottleneck``
+        can hold one with any taken before are each in a stage of their own, so the maker's
+        stage, holding at most one, sends to the others."""
         taken: list[int] = []
         for reader in range(len(self.spans)):
             if all(self.spans[before, reader] > bottleneck for before in taken):
                 taken.append(reader)
-        return max(len(taken) - 1, 0) * self.price
+        return max(len(taken) - 1, 0)
 
 
 def _sender(measured: _Measured, tower: _Tower, broadcasts: list[_Broadcast], side: int) -> _Sender | None:
@@ -1050,7 +1056,8 @@ def _sender(measured: _Measured, tower: _Tower, broadcasts: list[_Broadcast], si
     before, after = measured.rows(broadcast.producer)
     group_of = tower.group_of
     price = _transfer_times(instance, [broadcast.size])[0]
-    return _Sender(side, int(group_of[after]) - 1, int(group_of[before]) + 1, spans, price)
+    remote = np.maximum(_transfer_times(_across_hosts(instance), [broadcast.size])[0], price)
+    return _Sender(side, int(group_of[after]) - 1, int(group_of[before]) + 1, spans, price, remote)
 
 
 @dataclass(frozen=True)
@@ -1149,14 +1156,16 @@ class _Product:
         self.towers = {0: (first, second)}
         self.sides = None
         self.type_group: np.ndarray | None = None  # with the towers priced across hosts ...
-        self.free: np.ndarray | None = None  # ... count vectors × groups: a device left there
+        self.room: np.ndarray | None = None  # ... count vectors × groups: the devices left there
+        self.free: np.ndarray | None = None  # ... and whether there are any
         hosts = _host_groups(instance)
         if remote is not None and hosts is not None:
             for sides in (1, 2, 3):
                 self.towers[sides] = (_mixed(first, remote[0], sides), _mixed(second, remote[1], sides))
             self.sides = _host_sides(self.vectors, self.previous_of, *hosts)
             self.type_group, groups = hosts[0], len(hosts[1])
-            self.free = hosts[1][None, :] - _in_groups(self.vectors, hosts[0], groups) > 0
+            self.room = hosts[1][None, :] - _in_groups(self.vectors, hosts[0], groups)
+            self.free = self.room > 0
         self.costs = {
             (kind, sides): towers[0].costs(kind)
             for kind in range(len(counts))
@@ -1240,6 +1249,19 @@ class _Product:
             found[charged] = np.minimum(found[charged], hung)
         return found
 
+    def _charges(self, bottleneck: float) -> np.ndarray:
+        """Per count vector (rows) and type, what the stage of that type that places the
+        :class:`_Sender`'s maker and brings the counts to the row pays for its sends at
+        ``bottleneck``: each on its best link, and those that the devices left in its group of
+        hosts cannot take (the readers' stages come after it) on the inter-host one."""
+        assert self.sender is not None
+        sends, price = self.sender.sends(bottleneck), self.sender.price
+        local = np.broadcast_to(sends * price, (len(self.vectors), len(price)))
+        if self.room is None or self.type_group is None:
+            return local
+        across = np.maximum(sends - self.room[:, self.type_group], 0)
+        return local + across * (self.sender.remote - price)
+
     def feasible(self, bottleneck: float, sending: bool = False) -> bool:
         """Whether the stages reach both towers' ends within ``bottleneck``. ``sending`` with a
         :class:`_Sender`: the points also say whether a stage so far holds the broadcast
@@ -1252,7 +1274,7 @@ class _Product:
         first layer that reaches both ends, and that layer's count vector reaching them."""
         first, second = self.first, self.second
         sender = self.sender if sending else None
-        charge = None if sender is None else sender.charge(bottleneck)
+        charge = None if sender is None else self._charges(bottleneck)
         furthest = np.full((len(self.vectors), 1 + (sender is not None), first.last + 1), -1, dtype=np.int64)
         furthest[0, 0, 0] = 0
         for layer in self.layers:
@@ -1262,7 +1284,7 @@ class _Product:
                     if previous[row] >= 0:
                         sides = 0 if self.sides is None else int(self.sides[kind][row])
                         extend = functools.partial(self._extend, kind, sides=sides)
-                        paid = None if charge is None else charge[kind]
+                        paid = None if charge is None else charge[row, kind]
                         self._extend_holding(extend, furthest[previous[row]], bottleneck, best, paid)
                 for held, points in enumerate(best):
                     best[held] = self._excluded(points)
@@ -1281,7 +1303,7 @@ class _Product:
         furthest, row = self._table(bottleneck, sending=True)
         if row is None:
             return None
-        charge = None if self.sender is None else self.sender.charge(bottleneck)
+        charge = None if self.sender is None else self._charges(bottleneck)
         step_back = functools.partial(self._step_back, furthest, bottleneck=bottleneck, charge=charge)
         return self._traced(step_back, row, furthest.shape[1] - 1)
 
@@ -1322,7 +1344,7 @@ class _Product:
                 continue
             sides = 0 if self.sides is None else int(self.sides[kind][row])
             for source in {held, 0} if charge is not None else {0}:
-                price = charge[kind] if charge is not None and source != held else 0.0
+                price = charge[row, kind] if charge is not None and source != held else 0.0
                 if sender is not None and charge is not None:
                     maker_end = a if sender.side == 0 else b
                     if (source == 0 and held == 0 and maker_end > sender.lack_to) or (
@@ -1416,7 +1438,7 @@ class _Product:
         first, second = self.first, self.second
         groups = self.free.shape[1]
         sender = self.sender if sending else None
-        charge = None if sender is None else sender.charge(bottleneck)
+        charge = None if sender is None else self._charges(bottleneck)
         shape = (len(self.vectors), 1 + (sender is not None), groups * _KEYS, first.last + 1)
         furthest = np.full(shape, -1, dtype=np.int64)
         for layer in self.layers:
@@ -1426,7 +1448,7 @@ class _Product:
                 best = furthest[row]
                 sources = [self._across_sources(furthest[:, held], row) for held in range(shape[1])]
                 for (kind, sides, group, other, variants), *holding in zip(*sources, strict=True):
-                    paid = None if charge is None else charge[kind]
+                    paid = None if charge is None else charge[row, kind]
                     stage = functools.partial(self._extend_across, kind, sides=sides, group=group)
                     for received, found in variants.items():
                         by_held = [_points(found), *(_points(h[4][received], placed=True) for h in holding)]
