@@ -1269,14 +1269,21 @@ class _Product:
         that takes it pays its sends, and the last stage must have passed it."""
         return self._table(bottleneck, sending)[1] is not None
 
-    def _table(self, bottleneck: float, sending: bool) -> tuple[np.ndarray, int | None]:
-        """The points of :meth:`feasible` (count vectors × held × first tower's rows) up to the
-        first layer that reaches both ends, and that layer's count vector reaching them."""
+    def _table(
+        self, bottleneck: float, sending: bool, block: int | None = None
+    ) -> tuple[np.ndarray, tuple[int, int] | None]:
+        """The points of :meth:`feasible` (count vectors × phases × held × first tower's rows) up
+        to the first layer that reaches both ends, and that layer's count vector and phase
+        reaching them. With ``block``, a group of hosts whose stages come one after another,
+        the phases say whether its stages are yet to come, come now or are over
+        (:meth:`_moves`); else there is one."""
         first, second = self.first, self.second
         sender = self.sender if sending else None
         charge = None if sender is None else self._charges(bottleneck)
-        furthest = np.full((len(self.vectors), 1 + (sender is not None), first.last + 1), -1, dtype=np.int64)
-        furthest[0, 0, 0] = 0
+        phases = 1 if block is None else 3
+        shape = (len(self.vectors), phases, 1 + (sender is not None), first.last + 1)
+        furthest = np.full(shape, -1, dtype=np.int64)
+        furthest[0, 0, 0, 0] = 0
         for layer in self.layers:
             for row in layer:
                 best = furthest[row]
@@ -1285,27 +1292,45 @@ class _Product:
                         sides = 0 if self.sides is None else int(self.sides[kind][row])
                         extend = functools.partial(self._extend, kind, sides=sides)
                         paid = None if charge is None else charge[row, kind]
-                        self._extend_holding(extend, furthest[previous[row]], bottleneck, best, paid)
-                for held, points in enumerate(best):
-                    best[held] = self._excluded(points)
-            reached = layer[furthest[layer, -1, first.last] >= second.last]
+                        for before, after in self._moves(kind, block):
+                            sources = furthest[previous[row], before]
+                            self._extend_holding(extend, sources, bottleneck, best[after], paid)
+                for points in best.reshape(-1, best.shape[-1]):
+                    points[:] = self._excluded(points)
+            reached = np.argwhere(furthest[layer, :, -1, first.last] >= second.last)
             if len(reached):
-                return furthest, int(reached[0])
+                return furthest, (int(layer[reached[0][0]]), int(reached[0][1]))
         return furthest, None
 
-    def witness(self, bottleneck: float) -> list[tuple[int, int, int]] | None:
+    def _moves(self, kind: int, block: int | None) -> tuple[tuple[int, int], ...]:
+        """The phases (:meth:`_table`) a stage of type ``kind`` goes from and to: with ``block``,
+        one of its group opens it or goes on in it (0 or 1 to 1), any other stage keeps it yet
+        to come (0) or closes it (1 or 2 to 2)."""
+        if block is None:
+            return ((0, 0),)
+        assert self.type_group is not None
+        if self.type_group[kind] == block:
+            return ((0, 1), (1, 1))
+        return ((0, 0), (1, 2), (2, 2))
+
+    def witness(self, bottleneck: float, block: int | None = None) -> list[tuple[int, int, int]] | None:
         """Stages (type, end row in the first tower, end row in the second) that reach both
         towers' ends within ``bottleneck`` in the relaxation with the maker's sends, if any
         (``None``: none do), traced back
         through :meth:`_table`: from each stage's end, a point of the count vector one stage of
         its type fewer from which such a stage reaches it (its first part costs no more to a
-        nearer end, so points the precedences moved to an earlier row are found too)."""
-        furthest, row = self._table(bottleneck, sending=True)
-        if row is None:
+        nearer end, so points the precedences moved to an earlier row are found too). With
+        ``block``, a group of hosts whose stages the witness keeps together (not a bound: a
+        primal start, :func:`tower_witnesses`)."""
+        furthest, reached = self._table(bottleneck, sending=True, block=block)
+        if reached is None:
             return None
         charge = None if self.sender is None else self._charges(bottleneck)
-        step_back = functools.partial(self._step_back, furthest, bottleneck=bottleneck, charge=charge)
-        return self._traced(step_back, row, furthest.shape[1] - 1)
+        step_back = functools.partial(
+            self._step_back, furthest, bottleneck=bottleneck, charge=charge, block=block
+        )
+        row, phase = reached
+        return self._traced(step_back, row, (phase, furthest.shape[2] - 1))
 
     def _traced(
         self, step_back: Callable, row: int, state: int, deadline: float | None = None
@@ -1329,21 +1354,27 @@ class _Product:
         self,
         furthest: np.ndarray,
         row: int,
-        held: int,
+        state: tuple[int, int],
         a: int,
         b: int,
         bottleneck: float,
         charge: np.ndarray | None,
-    ) -> tuple[int, int, int, int, int] | None:
-        """A stage ending at ``(a, ≥ b)`` in state ``(row, held)`` of the table: its type, the
-        state it starts from and its start ``(a₀, b₀)``; ``None`` when none is found."""
+        block: int | None,
+    ) -> tuple[int, int, tuple[int, int], int, int] | None:
+        """A stage ending at ``(a, ≥ b)`` in state ``(row, (phase, held))`` of the table: its
+        type, the state it starts from and its start ``(a₀, b₀)``; ``None`` when none is found."""
         sender = self.sender
+        phase, held = state
         for kind, previous in enumerate(self.previous_of):
             before = int(previous[row])
             if before < 0:
                 continue
             sides = 0 if self.sides is None else int(self.sides[kind][row])
-            for source in {held, 0} if charge is not None else {0}:
+            for (was, now), source in itertools.product(
+                self._moves(kind, block), {held, 0} if charge is not None else {0}
+            ):
+                if now != phase:
+                    continue
                 price = charge[row, kind] if charge is not None and source != held else 0.0
                 if sender is not None and charge is not None:
                     maker_end = a if sender.side == 0 else b
@@ -1351,7 +1382,7 @@ class _Product:
                         held == 1 and source == 0 and maker_end < sender.hold_from
                     ):
                         continue
-                points = furthest[before, source]
+                points = furthest[before, was, source]
                 starts = np.flatnonzero(points[: a + 1] >= 0)
                 if not len(starts):
                     continue
@@ -1363,7 +1394,7 @@ class _Product:
                 found = np.flatnonzero(reach >= b)
                 if len(found):
                     start = int(starts[found[0]])
-                    return kind, before, source, start, int(points[start])
+                    return kind, before, (was, source), start, int(points[start])
         return None
 
     def _extend_holding(
@@ -1919,14 +1950,20 @@ def tower_witnesses(
     """The stages of the relaxation's witnesses just above ``bound`` (below ``upper``), at the
     finest resolution with the broadcast tensors charged: the plain pass's, and on mixed
     clusters, where its table has at most :data:`_ACROSS_WITNESS_CELLS` cells, the pass's with
-    group changes (:meth:`_Product.witness_across`). Per stage its device type and the ops of
-    the original graph (a mask) that the two towers' cuts at its end hold. Primal starts
-    (:func:`~partition.solvers.tower_split.witness_placements`), not bounds: none where the
-    graph has no towers, none of a pass whose witness is not found below ``upper`` or whose next
-    try would end past ``deadline`` (``time.perf_counter`` seconds; each is a probe of the
-    finest pass, 0.3 s on CLIP over four types, 5 s with the group changes there, and a bound
-    found under a short limit lies below every try: the four overran a 3-s ``auto`` by 1.2 s).
-    The pass with group changes stops at ``deadline`` too."""
+    group changes (:meth:`_Product.witness_across`), then per group of hosts the plain pass's
+    with that group's stages one after another (``block``). The relaxation prices a tensor sent
+    between hosts at its type's best link, so its witnesses may change host at every stage: on
+    T5 over H100/A100 at k = 8 the first two send the encoder's output between the hosts and
+    round to 0.4876 and 0.4857 ms (20 s of the polish: 0.4319, 0.4318), the one with the A100s
+    together (H100 × 3, A100 × 4, H100) to 0.4807 (polished: 0.4272). Per stage its device
+    type and the ops of the original graph (a mask) that the two towers' cuts at its end hold.
+    Primal starts (:func:`~partition.solvers.tower_split.witness_placements`), not bounds: none
+    where the graph has no towers, none of a pass whose witness is not found below ``upper`` or
+    whose next try would end past ``deadline`` (``time.perf_counter`` seconds; each is a probe
+    of the finest pass, 0.3–0.4 s on CLIP over four types, 5 s with the group changes there,
+    0.6 s with a group's stages together, and a bound found under a short limit lies below
+    every try: the four overran a 3-s ``auto`` by 1.2 s). The pass with group changes stops at
+    ``deadline`` too."""
     found = towers(instance)
     if found is None or not np.isfinite(upper) or bound <= 0:
         return []
@@ -1939,6 +1976,10 @@ def tower_witnesses(
     traces: list[Callable[[float], list[tuple[int, int, int]] | None]] = [product.witness]
     if product.prices_changes and product.across_cells <= _ACROSS_WITNESS_CELLS:
         traces.append(functools.partial(product.witness_across, deadline=deadline))
+    if product.free is not None:  # each group of hosts in turn with its stages together
+        traces.extend(
+            functools.partial(product.witness, block=group) for group in range(product.free.shape[1])
+        )
     index = instance.graph.index
     ids = [
         np.array([index[op.id] for op in setting.measured[t].instance.graph.ops], dtype=np.int64)

@@ -55,7 +55,8 @@ Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
    (at least ``_LNS_SHARE`` of the limit: steps 1–6 stop earlier to leave it; step 7 takes
    at most ``_SHIFT_SHARE`` of it). On a graph of two towers it first polishes the two-tower
    bound's witness rounded to a placement (:func:`.tower_split.witness_placements`; on mixed
-   clusters the better rounded of the plain pass's and the one with group changes), for
+   clusters the best rounded of the plain pass's, the one with group changes and those with
+   a group of hosts' stages together), for
    ``_WITNESS_SHARE`` of that time, when it lies within ``_WITNESS_SLACK`` of the incumbent;
    a witness farther off gets the time the incumbent's polish leaves: that polish stops after
    ``_STALL_SHARE`` of its time without lowering the bottleneck, while ``_SECOND_START_SECONDS``
@@ -700,9 +701,10 @@ class _Search:
         """The large-neighbourhood polish until the end, from the incumbent and, on a graph of two
         towers, from the two-tower bound's witness rounded to a placement
         (:func:`.tower_split.witness_placements`; on mixed clusters also the witness of the pass
-        with group changes, whose stages visit the hosts as placements pay for it, and the
-        better rounded of the two is kept: CLIP over A100/L4/T4 at k = 8 0.8556 ms against
-        0.9134, T5 there 0.9537 against 0.9268). The polish is a local search that ends where
+        with group changes, whose stages visit the hosts as placements pay for it, and those
+        keeping a group of hosts' stages together; the best rounded is kept: CLIP over
+        A100/L4/T4 at k = 8 0.8556 ms against 0.9134 for the plain pass's, T5 on H100/A100 0.4807
+        with the A100s together against 0.4857). The polish is a local search that ends where
         its start's basin does. A witness within :data:`_WITNESS_SLACK` of the incumbent is
         polished first, for :data:`_WITNESS_SHARE` of the time: on CLIP over 16 V100s at k = 16
         the incumbent (0.3483 ms) polishes to 0.3455, the witness (0.3494) to 0.3423 (0.3410
