@@ -59,9 +59,9 @@ Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
    a group of hosts' stages together), for
    ``_WITNESS_SHARE`` of that time, when it lies within ``_WITNESS_SLACK`` of the incumbent;
    a witness farther off gets the time the incumbent's polish leaves: that polish stops after
-   ``_STALL_SHARE`` of its time without lowering the bottleneck, while ``_SECOND_START_SECONDS``
-   remain. The polish's escape interleaves the towers anew along each incumbent's own order
-   (:func:`.tower_split.along`, every cut moved at once).
+   ``_STALL_SHARE`` of its time in which it lowered the bottleneck by less than ``_STALL_GAIN``,
+   while ``_SECOND_START_SECONDS`` remain. The polish's escape interleaves the towers anew
+   along each incumbent's own order (:func:`.tower_split.along`, every cut moved at once).
 
 Lower bound: :func:`partition.aggregate_bound.aggregate_lower_bound` on the *original*
 instance (work over type-weighted aggregate speed plus a communication floor), valid however
@@ -115,7 +115,8 @@ _LNS_SHARE = 0.35  # of the time limit kept for the large-neighbourhood polish (
 _SHIFT_SHARE = 0.25  # of the polish's time at most for shifting every cut at once first
 _WITNESS_SHARE = 0.5  # of the polish's time for the two-tower witness's placement, when it is a start ...
 _WITNESS_SLACK = 1.02  # ... which it is within this factor of the incumbent's bottleneck
-_STALL_SHARE = 1 / 3  # else the incumbent's polish stops after this share of its time without gain ...
+_STALL_SHARE = 1 / 3  # else the incumbent's polish stops after this share of its time ...
+_STALL_GAIN = 0.01  # ... in which it lowered the bottleneck by less than this (relative) ...
 _SECOND_START_SECONDS = 10.0  # ... while this much time is left, for the witness's polish
 _STRUCTURAL_BOUND_OPS = 5_000  # the chain or two-tower bound is tried before the order search up to this ...
 _STRUCTURAL_BOUND_SHARE_LEFT = 0.1  # ... many ops, within this share of the search time left
@@ -709,13 +710,15 @@ class _Search:
         polished first, for :data:`_WITNESS_SHARE` of the time: on CLIP over 16 V100s at k = 16
         the incumbent (0.3483 ms) polishes to 0.3455, the witness (0.3494) to 0.3423 (0.3410
         with the escape, :meth:`reinterleaved`). A farther one gets the time the incumbent's
-        polish leaves: that polish stops after :data:`_STALL_SHARE` of its time without
-        lowering the bottleneck, while :data:`_SECOND_START_SECONDS` remain, and the witness is
-        polished to the end without the escape (which would interleave the towers along it, back
-        into the incumbent's basin) and with partial hints (:func:`.lns.polish`). On CLIP over
-        2 × 8 A100 at k = 16 the witness rounds to 0.3368 ms, 10% above the incumbent, and
-        polishes to 0.3031 ms in about 12 s of a core, where the incumbent's polish stays at
-        0.3053 (the bound: 0.2978). Returns the notes of the polishes."""
+        polish leaves: that polish stops after :data:`_STALL_SHARE` of its time in which it
+        lowered the bottleneck by less than :data:`_STALL_GAIN` (T5 on H100/A100 at k = 8: by
+        0.5% in 13 s, its last gain 15 s before the end; the A100s' witness then polishes from
+        0.4807 ms to 0.4272 against 0.4320), while :data:`_SECOND_START_SECONDS` remain, and
+        the witness is polished to the end without the escape (which would interleave the towers
+        along it, back into the incumbent's basin) and with partial hints (:func:`.lns.polish`).
+        On CLIP over 2 × 8 A100 at k = 16 the witness rounds to 0.3368 ms, 10% above the
+        incumbent, and polishes to 0.3031 ms in about 12 s of a core, where the incumbent's
+        polish stays at 0.3053 (the bound: 0.2978). Returns the notes of the polishes."""
         assert self.best_placement is not None
         fine, notes = self.fine.instance, []
         starts = [self.best_placement]
@@ -740,7 +743,7 @@ class _Search:
         stall = None  # the incumbent's polish alone until the end, unless a far witness waits
         if second is not None:
             seconds = max(self.end - time.perf_counter(), 0.0) * _STALL_SHARE
-            stall = Stall(seconds, self.end - _SECOND_START_SECONDS)
+            stall = Stall(seconds, self.end - _SECOND_START_SECONDS, _STALL_GAIN)
         for turn, start in enumerate(starts):
             share = _WITNESS_SHARE if turn + 1 < len(starts) else 1.0
             deadline = time.perf_counter() + max(self.end - time.perf_counter(), 0.0) * share

@@ -102,11 +102,22 @@ _ESCAPE_PAUSE = 4.0  # the caller's global move runs again only after this many 
 @dataclass(frozen=True)
 class Stall:
     """When a polish gives up for a caller that has another start to polish: once the bottleneck
-    has not fallen for ``seconds``, if that happens before ``until`` (``perf_counter`` time,
-    leaving the other start the time it needs); after ``until`` the polish runs to its deadline."""
+    has fallen by no more than ``gain`` (relative; 0: not at all) over the last ``seconds``, if
+    that happens before ``until`` (``perf_counter`` time, leaving the other start the time it
+    needs); after ``until`` the polish runs to its deadline."""
 
     seconds: float
     until: float
+    gain: float = 0.0
+
+    def reached(self, falls: list[tuple[float, float]], now: float, bottleneck: float) -> bool:
+        """Whether a polish whose bottleneck fell as ``falls`` says (times and values, from its
+        start) and is ``bottleneck`` at ``now`` gives up."""
+        since = now - self.seconds
+        if now >= self.until or since <= falls[0][0]:
+            return False
+        before = next(value for when, value in reversed(falls) if when <= since)
+        return bottleneck >= before * (1 - self.gain)
 
 
 @dataclass(frozen=True)
@@ -534,17 +545,17 @@ def polish(
     if not valid or len(devices) < 2:
         return PolishReport(start, False, 0, ())
     initial = times
-    gained = time.perf_counter()  # when the bottleneck last fell
+    falls = [(time.perf_counter(), float(times.max()))]  # when the bottleneck fell, and to what
     escaped, next_escape = False, time.perf_counter()  # escaped from the incumbent; when the next may run
     escapes = 0  # escapes taken
 
     def accepted(new_stage: np.ndarray, new_devices: np.ndarray, what: str) -> bool:
-        nonlocal stage_of, devices, times, gained
+        nonlocal stage_of, devices, times
         new_times, valid = search.scorer.stage_times(new_stage, new_devices)
         if not (valid and _leximax_better(new_times, times) and _checked(instance, new_stage, new_devices)):
             return False
         if new_times.max() < times.max() * (1 - _RELATIVE):
-            gained = time.perf_counter()
+            falls.append((time.perf_counter(), float(new_times.max())))
         stage_of, devices, times = new_stage, new_devices, new_times
         search.restart()
         settings.report(f"lns: {what}, bottleneck {times.max():.6g} s")
@@ -553,7 +564,7 @@ def polish(
     stalled = False
     while search.remaining() > _MIN_WINDOW_SECONDS:
         now = time.perf_counter()
-        if stall is not None and now - gained > stall.seconds and now < stall.until:
+        if stall is not None and stall.reached(falls, now, float(times.max())):
             stalled = True
             break
         swapped = search.swap_devices(stage_of, devices, times)
@@ -626,7 +637,9 @@ def polish(
         placement = start
     improved = placement != start
     summary = f"lns: {search.windows} windows searched, {len(search.proven)} proven locally optimal"
-    summary += f", stopped after {stall.seconds:.3g} s without gain" if stalled and stall else ""
+    if stalled and stall:
+        gain = "without gain" if not stall.gain else f"with less than {stall.gain:.0%} gain"
+        summary += f", stopped after {stall.seconds:.3g} s {gain}"
     summary += f", escape moves taken: {escapes}; bottleneck" if escape is not None else "; bottleneck"
     summary += (
         f" {initial.max():.6g} s → {times.max():.6g} s (latency {initial.sum():.6g} s → {times.sum():.6g} s)"
