@@ -1157,7 +1157,6 @@ class _Product:
         self.sides = None
         self.type_group: np.ndarray | None = None  # with the towers priced across hosts ...
         self.room: np.ndarray | None = None  # ... count vectors × groups: the devices left there
-        self.free: np.ndarray | None = None  # ... and whether there are any
         hosts = _host_groups(instance)
         if remote is not None and hosts is not None:
             for sides in (1, 2, 3):
@@ -1165,7 +1164,6 @@ class _Product:
             self.sides = _host_sides(self.vectors, self.previous_of, *hosts)
             self.type_group, groups = hosts[0], len(hosts[1])
             self.room = hosts[1][None, :] - _in_groups(self.vectors, hosts[0], groups)
-            self.free = self.room > 0
         self.costs = {
             (kind, sides): towers[0].costs(kind)
             for kind in range(len(counts))
@@ -1333,7 +1331,7 @@ class _Product:
         return self._traced(step_back, row, (phase, furthest.shape[2] - 1))
 
     def _traced(
-        self, step_back: Callable, row: int, state: int, deadline: float | None = None
+        self, step_back: Callable, row: int, state: object, deadline: float | None = None
     ) -> list[tuple[int, int, int]] | None:
         """The stages from both towers' ends in ``(row, state)`` of a table back to their starts,
         each found by ``step_back(row, state, a, b)`` (its type, the state it starts from and
@@ -1432,12 +1430,12 @@ class _Product:
     def prices_changes(self) -> bool:
         """Whether :meth:`feasible_across` applies: the towers are priced across hosts, there
         are several groups of hosts, and its table stays within :data:`_ACROSS_STATES`."""
-        return self.free is not None and self.across_cells <= _ACROSS_STATES
+        return self.room is not None and self.across_cells <= _ACROSS_STATES
 
     @property
     def across_cells(self) -> int:
         """The size of :meth:`feasible_across`'s table (0 without groups of hosts)."""
-        return 0 if self.free is None else self.free.size * _KEYS * (self.first.last + 1)
+        return 0 if self.room is None else self.room.size * _KEYS * (self.first.last + 1)
 
     def feasible_across(
         self, bottleneck: float, deadline: float | None = None, sending: bool = False
@@ -1465,9 +1463,9 @@ class _Product:
         """The points of :meth:`feasible_across` (count vectors × held × keys × first tower's
         rows) up to the first layer that reaches both ends, and that layer's count vector and
         key reaching them (``None`` where none does); ``None`` past ``deadline``."""
-        assert self.type_group is not None and self.free is not None
+        assert self.type_group is not None and self.room is not None
         first, second = self.first, self.second
-        groups = self.free.shape[1]
+        groups = self.room.shape[1]
         sender = self.sender if sending else None
         charge = None if sender is None else self._charges(bottleneck)
         shape = (len(self.vectors), 1 + (sender is not None), groups * _KEYS, first.last + 1)
@@ -1498,8 +1496,8 @@ class _Product:
         full parts), each a list of ``(points, fullness needed, source)``: the points are those
         of the states ``source = (count vector, groups, key)`` (merged over the groups), or the
         first stage's start (``None``)."""
-        assert self.type_group is not None and self.free is not None and self.sides is not None
-        groups = self.free.shape[1]
+        assert self.type_group is not None and self.room is not None and self.sides is not None
+        groups = self.room.shape[1]
         for kind, previous in enumerate(self.previous_of):
             before = int(previous[row])
             if before < 0:
@@ -1507,7 +1505,7 @@ class _Product:
             sides = int(self.sides[kind][row])
             group = int(self.type_group[kind])
             # a next stage in another group needs a free device there
-            other = bool(np.delete(self.free[row], group).any())
+            other = bool((np.delete(self.room[row], group) > 0).any())
             if before == 0:
                 origin = np.full(self.first.last + 1, -1, dtype=np.int64)
                 origin[0] = 0
@@ -1582,9 +1580,9 @@ class _Product:
         across hosts, and whether a next stage may lie in another group) from ``points`` whose
         parts must have the fullness ``need`` reaches a point at or beyond ``(a, b)`` in state
         ``key``."""
-        assert self.free is not None
+        assert self.room is not None
         kind, bottleneck, sides, group, received, other = extension
-        best = np.full((self.free.shape[1] * _KEYS, self.first.last + 1), -1, dtype=np.int64)
+        best = np.full((self.room.shape[1] * _KEYS, self.first.last + 1), -1, dtype=np.int64)
         self._extend_across(kind, [(points, need)], bottleneck, best, sides, group, received, other)
         return bool((best[key, a:] >= b).any())
 
@@ -1976,9 +1974,9 @@ def tower_witnesses(
     traces: list[Callable[[float], list[tuple[int, int, int]] | None]] = [product.witness]
     if product.prices_changes and product.across_cells <= _ACROSS_WITNESS_CELLS:
         traces.append(functools.partial(product.witness_across, deadline=deadline))
-    if product.free is not None:  # each group of hosts in turn with its stages together
+    if product.room is not None:  # each group of hosts in turn with its stages together
         traces.extend(
-            functools.partial(product.witness, block=group) for group in range(product.free.shape[1])
+            functools.partial(product.witness, block=group) for group in range(product.room.shape[1])
         )
     index = instance.graph.index
     ids = [

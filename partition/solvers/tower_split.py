@@ -406,8 +406,8 @@ def witness_placements(
     """The two-tower bound's witnesses just above ``bound`` (:func:`~partition.tower_bound.tower_witnesses`
     on ``original``, within ``deadline``: the plain pass's, and on mixed clusters the pass's with
     group changes and one per group of hosts keeping its stages together) as placements of
-    ``instance``, a coarsening of it whose op ``v`` stands for
-    the original ops ``members[v]``; none for a witness with more stages of a type than devices.
+    ``instance``, a coarsening of it whose op ``v`` stands for the original ops ``members[v]``;
+    none for a witness with more stages of a type than devices.
 
     Each op goes to the first stage whose cut holds it (a coarse op: its members' latest), an op in
     neither tower (CLIP's ArgMax path) to the least loaded stage its placed inputs and readers
