@@ -147,13 +147,17 @@ def _masked_towers(seed: int, hosts: list[dict] = TWO_HOSTS) -> partition.Instan
         edge(f"a{first - 1}", "join")
         edge(f"b{second - 2}", "join")
     cluster = partition.parse_cluster({"name": "hosts", "hosts": hosts, "inter_host_link": "ib-hdr"})
-    graph = partition.graph_from_networkx(ops.dag, f"masked-{seed}")
+    graph = _one_mask(partition.graph_from_networkx(ops.dag, f"masked-{seed}"))
+    mode = "once" if seed % 3 == 1 else "per-destination"
+    return partition.make_instance(graph, cluster, int(rng.integers(2, 5)), comm_mode=mode)
+
+
+def _one_mask(graph: partition.OpGraph) -> partition.OpGraph:
+    """``graph`` with the op ``mask``'s tensors merged into one that all their readers read."""
     made = [t for t in graph.tensors if t.producer == "mask"]
     mask = partition.Tensor("mask.out", made[0].bytes, "mask", tuple(c for t in made for c in t.consumers))
     tensors = (*(t for t in graph.tensors if t.producer != "mask"), mask)
-    graph = partition.OpGraph(graph.name, graph.ops, tensors, graph.weights)
-    mode = "once" if seed % 3 == 1 else "per-destination"
-    return partition.make_instance(graph, cluster, int(rng.integers(2, 5)), comm_mode=mode)
+    return partition.OpGraph(graph.name, graph.ops, tensors, graph.weights)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -577,12 +581,7 @@ def _fanned_mask(mask_bytes: float) -> partition.Instance:
         dag.add_edge("mask", f"b{i}", bytes=mask_bytes)
         dag.add_edge(f"b{i - 1}", f"b{i}", bytes=1e6)
     cluster = partition.parse_cluster({"name": "hosts", "hosts": TWIN_HOSTS, "inter_host_link": "ib-hdr"})
-    graph = partition.graph_from_networkx(dag, "fanned-mask")
-    made = [t for t in graph.tensors if t.producer == "mask"]
-    mask = partition.Tensor("mask.out", made[0].bytes, "mask", tuple(c for t in made for c in t.consumers))
-    tensors = (*(t for t in graph.tensors if t.producer != "mask"), mask)
-    graph = partition.OpGraph(graph.name, graph.ops, tensors, graph.weights)
-    return partition.make_instance(graph, cluster, 4)
+    return partition.make_instance(_one_mask(partition.graph_from_networkx(dag, "fanned-mask")), cluster, 4)
 
 
 def test_the_makers_stage_sends_what_its_host_has_no_room_for_across_hosts(monkeypatch) -> None:

@@ -188,10 +188,11 @@ def test_on_a_mixed_cluster_each_group_of_hosts_keeps_its_stages_together_in_a_w
     # to 0.4876 / 0.4857 ms (20 s of the polish: 0.4319 / 0.4318; auto at 60 s: 0.43200); with the
     # A100s' stages together (H100 × 3, A100 × 4, H100) 0.4807, polished 0.4272
     instance = load_instance("instances/v1/t5_small.hetero-h100-a100.k8.json.gz")
-    group_of_type = [0 if name.startswith("H100") else 1 for name in instance.cluster.type_names]
-    *_, h100s, a100s = tower_witnesses(instance, 0.41224e-3, 0.432e-3)
-    for group, witness in enumerate((h100s, a100s)):
-        inside = np.flatnonzero([group_of_type[kind] == group for kind, _ in witness])
+    group_of_type, sizes = chain_bound._host_groups(instance)
+    witnesses = tower_witnesses(instance, 0.41224e-3, 0.432e-3)
+    assert len(witnesses) == 2 + len(sizes)  # plain, group changes, a group together each
+    for group, witness in enumerate(witnesses[2:]):
+        inside = np.flatnonzero(group_of_type[[kind for kind, _ in witness]] == group)
         assert len(inside) and (np.diff(inside) == 1).all()
     members = tuple((v,) for v in range(len(instance.graph.ops)))
     (*_, placement) = witness_placements(instance, instance, members, 0.41224e-3, 0.432e-3)
