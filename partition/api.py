@@ -26,7 +26,7 @@ from .instance import CommMode, Instance, Options, build_instance, load_instance
 from .placement import Placement, Result, Status
 from .solvers import Outcome, Settings, get_solver
 from .solvers.ideal_dp import ideal_count, incumbents
-from .solvers.lns import polish
+from .solvers.lns import Start, polish, polish_together
 from .tower_bound import structural_lower_bound
 
 _OPTIMALITY_TOLERANCE = 1e-6
@@ -310,15 +310,21 @@ def _polish_with_lns(
             starts.append((name, start))
     # under a short limit the shares would each fall below the minimum and nothing would be
     # polished (BERT over 2 x 8 A100 at k = 16 in 3 s returned the uniform split, 18% above its
-    # bound, after 1.7 s): the best-ranked starts that fit take the time
-    fitting = max(1, int((deadline - time.perf_counter()) / _MIN_POLISH_SECONDS))
+    # bound, after 1.7 s): the best-ranked starts that fit take the time. With several threads
+    # the starts are polished at once, each until the deadline (.solvers.lns.polish_together)
+    fitting = max(1, int((deadline - time.perf_counter()) * max(settings.threads, 1) / _MIN_POLISH_SECONDS))
     if len(starts) > fitting:
         starts = sorted(starts, key=lambda named: _ranking(instance, named[1]))[:fitting]
-    for turn, (name, start) in enumerate(starts):
-        share = (deadline - time.perf_counter()) / (len(starts) - turn)
-        if share < _MIN_POLISH_SECONDS:
-            break
-        report = polish(instance, start, settings, time.perf_counter() + share)
+    if settings.threads >= 2:
+        reports = polish_together(instance, [Start(start) for _, start in starts], settings, deadline)
+    else:
+        reports = []
+        for turn, (_, start) in enumerate(starts):
+            share = (deadline - time.perf_counter()) / (len(starts) - turn)
+            if share < _MIN_POLISH_SECONDS:
+                break
+            reports.append(polish(instance, start, settings, time.perf_counter() + share))
+    for (name, _), report in zip(starts, reports, strict=False):  # the turns may stop early
         notes.append(f"{report.notes[0]} (from {name})" if report.notes else f"lns: nothing from {name}")
         key = _ranking(instance, report.placement)
         if key < best_key:
@@ -380,6 +386,10 @@ def solve(
     the trivial, aggregate and dominator-chain bounds, and the status is ``optimal`` only when the
     bottleneck meets it.
     """
+    if time_limit is not None and not time_limit > 0:
+        raise InputError(f"time limit must be positive, got {time_limit:g} s")
+    if threads < 1:
+        raise InputError(f"threads must be at least 1, got {threads}")
     with reuse():  # auto's choice, the anytime search and the end share the chain bound's build
         return _solve(instance, solver, time_limit, seed, threads, progress)
 

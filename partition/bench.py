@@ -248,11 +248,12 @@ def _peak_rss_mb() -> float:
     return peak / (1024.0 * 1024.0) if sys.platform == "darwin" else peak / 1024.0
 
 
-def run_job(instance: Instance, solver: str, time_limit: float) -> Row:
+def run_job(instance: Instance, solver: str, time_limit: float, threads: int = 1) -> Row:
     """Solve in this process with a hard stop; every failure becomes a row, not an exception."""
     limit = hard_limit(time_limit)
     used = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = math.ceil(used.ru_utime + used.ru_stime + limit) + 5  # the limit counts the process's CPU time
+    # the limit counts the process's CPU time, which its threads spend together
+    cpu = math.ceil(used.ru_utime + used.ru_stime + limit * threads) + 5
     cpu_limits = resource.getrlimit(resource.RLIMIT_CPU)
     hard_cpu = cpu_limits[1]
     resource.setrlimit(
@@ -263,7 +264,7 @@ def run_job(instance: Instance, solver: str, time_limit: float) -> Row:
     started = time.perf_counter()
     status, bottleneck, bound, error = ERROR, None, None, ""
     try:
-        result = solve(instance, solver, time_limit=time_limit, threads=1)
+        result = solve(instance, solver, time_limit=time_limit, threads=threads)
         status, bottleneck, bound = result.status.value, result.bottleneck, result.lower_bound
         elapsed = result.wall_time
     except _HardTimeout:
@@ -317,12 +318,12 @@ def _context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def _isolated(context, instance: Instance, solver: str, time_limit: float) -> Row:
+def _isolated(context, instance: Instance, solver: str, time_limit: float, threads: int) -> Row:
     """``run_job`` in a fresh process of its own; a dead worker becomes an error row."""
     started = time.perf_counter()
     try:
         with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-            return pool.submit(run_job, instance, solver, time_limit).result()
+            return pool.submit(run_job, instance, solver, time_limit, threads).result()
     except BrokenProcessPool:
         error = "worker process died (crash in native code, or killed at the CPU-time limit)"
     except Exception as failure:  # e.g. the instance cannot be sent to the worker
@@ -363,22 +364,26 @@ def run(
     *,
     time_limit: float,
     jobs: int,
+    threads: int = 1,
     progress: bool = True,
     command: str = "",
 ) -> BenchResults:
-    """Run every solver on every instance, ``jobs`` at a time, and score the rows."""
+    """Run every solver on every instance, ``jobs`` at a time with ``threads`` solver threads
+    each, and score the rows."""
     if time_limit <= 0:
         raise InputError(f"--time-limit must be positive, got {time_limit}")
     if jobs < 1:
         raise InputError(f"--jobs must be at least 1, got {jobs}")
+    if threads < 1:
+        raise InputError(f"--threads must be at least 1, got {threads}")
     solvers = check_solvers(solvers)
     pairs = [(e, s) for e in entries for s in solvers]
     bar = Progress(len(pairs), progress)
     context = _context()
     started = time.perf_counter()
     rows: dict[tuple[str, str], Row] = {}
-    with ThreadPoolExecutor(max_workers=jobs) as threads:
-        futures = [threads.submit(_isolated, context, e.instance, s, time_limit) for e, s in pairs]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(_isolated, context, e.instance, s, time_limit, threads) for e, s in pairs]
         for future in as_completed(futures):
             row = future.result()
             rows[(row.instance, row.solver)] = row
@@ -391,6 +396,7 @@ def run(
         "time_limit_s": time_limit,
         "hard_limit_s": hard_limit(time_limit),
         "jobs": jobs,
+        "threads": threads,
         "started_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "wall_time_s": time.perf_counter() - started,
     }
@@ -580,7 +586,8 @@ def summary_markdown(results: BenchResults) -> str:
             f"- Run: {settings.get('started_utc', '?')}, wall time {settings.get('wall_time_s', 0):.0f} s,"
             f" `{settings.get('command', '')}`",
             f"- Time limit {settings.get('time_limit_s')} s per job (hard stop"
-            f" {settings.get('hard_limit_s')} s), {settings.get('jobs')} parallel jobs, 1 solver thread each",
+            f" {settings.get('hard_limit_s')} s), {settings.get('jobs')} parallel jobs,"
+            f" {settings.get('threads', 1)} solver thread(s) each",
         ]
     if host:
         out.append(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 
 import numpy as np
@@ -377,6 +378,46 @@ def test_a_far_witness_is_polished_when_the_incumbents_polish_stalls(
         assert not second["complete_hints"] and second["stall"] is None
         assert first["left"] == pytest.approx(20.0, abs=0.5)
     assert second["left"] == pytest.approx(20.0, abs=0.5)
+    witness_note = "lns: recorded (from the two-tower witness)"
+    expected = [witness_note, "lns: recorded"] if witness_within_slack else ["lns: recorded", witness_note]
+    assert list(notes) == expected
+
+
+@pytest.mark.parametrize("witness_within_slack", [False, True])
+def test_with_two_threads_the_witness_and_the_incumbent_are_polished_at_once(
+    monkeypatch, witness_within_slack: bool
+) -> None:
+    # with a second thread no start waits for the other: each is polished to the end, at the
+    # same time (the barrier breaks unless both polishes run together), with one CP-SAT worker,
+    # the far witness without the escape and with partial hints, as when it runs alone
+    search = _equal_layers_search(layers=4)
+    incumbent = search.best_placement
+    worse = get_solver("single-device").solve(search.fine.instance, Settings()).placement
+    witness = partition.Placement(incumbent.stage_of, incumbent.devices) if witness_within_slack else worse
+    together = threading.Barrier(2, timeout=10.0)
+    calls: dict[int, dict] = {}
+
+    def recording(
+        instance, start, settings, deadline, scorer=None, escape=None, stall=None, complete_hints=True
+    ):
+        together.wait()
+        calls[id(start)] = {"left": deadline - time.perf_counter(), "escape": escape is not None} | {
+            "stall": stall,
+            "complete_hints": complete_hints,
+            "threads": settings.threads,
+        }
+        return PolishReport(start, False, 1, ("lns: recorded",))
+
+    monkeypatch.setattr(_Search, "two_towers", lambda self: object())
+    monkeypatch.setattr("partition.solvers.anytime.witness_placements", lambda *args: [witness])
+    monkeypatch.setattr("partition.solvers.lns.polish", recording)
+    search.end = time.perf_counter() + 20.0
+    notes = search.polish_with_witness(Settings(threads=2))
+    mine, theirs = calls[id(incumbent)], calls[id(witness)]
+    assert all(call["left"] == pytest.approx(20.0, abs=0.5) for call in (mine, theirs))
+    assert all(call["stall"] is None and call["threads"] == 1 for call in (mine, theirs))
+    assert mine["escape"] and mine["complete_hints"]
+    assert theirs["escape"] == theirs["complete_hints"] == witness_within_slack
     witness_note = "lns: recorded (from the two-tower witness)"
     expected = [witness_note, "lns: recorded"] if witness_within_slack else ["lns: recorded", witness_note]
     assert list(notes) == expected

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
+import pytest
 from conftest import LIGHT, TWO_HOSTS, random_dag_instance
 
 import partition
@@ -11,6 +13,7 @@ from partition.api import _auto_shares, _choose_solver, _ideal_dp_seconds, _poli
 from partition.evaluator import evaluate
 from partition.solvers import Outcome, Settings, get_solver
 from partition.solvers.cp_sat import CpSat
+from partition.solvers.lns import PolishReport
 
 
 def test_auto_closes_the_gap_ideal_dp_leaves_with_cp_sat() -> None:
@@ -107,6 +110,28 @@ def test_the_polish_also_starts_from_the_compute_balanced_split() -> None:
     assert evaluate(instance, outcome.placement).bottleneck <= 0.27548e-3 * 1.005
     assert any(note.endswith("(from the solver's placement)") for note in notes)
     assert notes[-1] == "auto: lns: kept the polish of balanced-time"
+
+
+def test_with_two_threads_every_start_is_polished_at_once_until_the_deadline(monkeypatch) -> None:
+    # in turn each start gets a share of the time; with a second thread they share the cores
+    # instead, each polished to the end (the barrier breaks unless both run together)
+    instance = partition.load_instance("instances/v1/bert_legacy.2x8a100.k16.json.gz")
+    start = get_solver("order-dp").solve(instance, Settings()).placement
+    first = Outcome(start, partition.Status.FEASIBLE, 0.0)
+    together, left = threading.Barrier(2, timeout=10.0), []
+
+    def recording(instance, start, settings, deadline, *args):
+        together.wait()
+        left.append(deadline - time.perf_counter())
+        return PolishReport(start, False, 1, ("lns: recorded",))
+
+    monkeypatch.setattr("partition.solvers.lns.polish", recording)
+    _, notes = _polish_with_lns(instance, first, 0.0, Settings(threads=2), time.perf_counter() + 16)
+    assert len(left) == 2 and all(seconds == pytest.approx(16, abs=1) for seconds in left)
+    assert notes[:2] == (
+        "auto: lns: recorded (from the solver's placement)",
+        "auto: lns: recorded (from balanced-time)",
+    )
 
 
 def test_a_short_polish_goes_to_the_best_ranked_start_rather_than_to_none() -> None:

@@ -176,6 +176,11 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
         _model_case(lambda t: MODEL, "--solver", "magic"),
         "unknown solver 'magic' (valid: auto",
     ),
+    "time limit not positive": (
+        _model_case(lambda t: MODEL, "--time-limit", "-1"),
+        "time limit must be positive, got -1 s",
+    ),
+    "no threads": (_model_case(lambda t: MODEL, "--threads", "0"), "threads must be at least 1, got 0"),
     "output directory missing": (
         _model_case(lambda t: MODEL, "-o", "/nonexistent/dir/p.json"),
         "does not exist",

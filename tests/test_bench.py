@@ -144,6 +144,31 @@ def test_a_raising_or_hanging_solver_is_a_row(monkeypatch, behaviour: str, statu
     assert row.status == status and message in row.error and row.bottleneck_s is None
 
 
+class _Threads(_Failing):
+    name = "threads"
+    seen: list[int] = []
+
+    def solve(self, instance, settings) -> Outcome:
+        self.seen.append(settings.threads)
+        return Outcome(None, Status.NO_SOLUTION)
+
+
+def test_a_jobs_threads_reach_its_solver_and_its_cpu_limit(monkeypatch, tmp_path: Path, capsys) -> None:
+    # two threads spend the job's CPU time twice as fast: its CPU-time limit is twice as far
+    monkeypatch.setitem(_REGISTRY, "threads", _Threads)
+    limits: list[int] = []
+    monkeypatch.setattr(bench.resource, "setrlimit", lambda kind, pair: limits.append(pair[0]))
+    instance = random_dag_instance(1, 5, hosts=HOSTS, stages=2)
+    for threads in (1, 2):
+        bench.run_job(instance, "threads", 10.0, threads)
+    assert _Threads.seen == [1, 2]
+    spent = bench.hard_limit(10.0)
+    assert limits[2] - limits[0] == pytest.approx(spent, abs=2)  # each job sets it, then restores it
+    _write_instances(tmp_path / "inst")
+    assert main(["bench", str(tmp_path / "inst"), "--threads", "0", "-o", str(tmp_path / "o")]) == 2
+    assert "--threads must be at least 1, got 0" in capsys.readouterr().err
+
+
 def test_auto_is_benchmarked_as_users_run_it() -> None:
     assert bench.check_solvers(["auto", "order-dp"]) == ["auto", "order-dp"]
     row = bench.run_job(random_dag_instance(1, 5, hosts=HOSTS, stages=2), "auto", 5.0)
@@ -154,7 +179,7 @@ def test_a_crashing_solver_is_a_row_not_a_crash(monkeypatch) -> None:
     monkeypatch.setitem(_REGISTRY, "failing", _Failing)
     monkeypatch.setattr(_Failing, "behaviour", "crash")
     fork = multiprocessing.get_context("fork")  # the child sees the patched registry
-    row = bench._isolated(fork, random_dag_instance(1, 5, hosts=HOSTS, stages=2), "failing", 5.0)
+    row = bench._isolated(fork, random_dag_instance(1, 5, hosts=HOSTS, stages=2), "failing", 5.0, 1)
     assert row.status == "error" and "worker process died" in row.error
 
 

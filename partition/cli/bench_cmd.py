@@ -47,6 +47,13 @@ def register(verbs: argparse._SubParsersAction) -> None:
         help="parallel jobs (default: cores)",
     )
     parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        metavar="N",
+        help="solver threads per job (default 1; keep jobs × threads within the cores)",
+    )
+    parser.add_argument(
         "-o",
         "--output",
         default="bench-results",
@@ -70,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         solvers,
         time_limit=args.time_limit,
         jobs=args.jobs,
+        threads=args.threads,
         progress=not args.quiet,
         command=" ".join(
             [
@@ -77,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
                 shlex.join(map(str, sources))
                 if len(sources) <= 4
                 else f"<{len(sources)} sources: see results.json>",
-                f"--solvers {','.join(solvers)} --time-limit {args.time_limit:g} --jobs {args.jobs}",
+                f"--solvers {','.join(solvers)} --time-limit {args.time_limit:g} --jobs {args.jobs}"
+                f" --threads {args.threads}",
             ]
         ),
     )

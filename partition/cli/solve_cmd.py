@@ -28,7 +28,12 @@ def register(verbs: argparse._SubParsersAction) -> None:
         help="seed of the randomised searches: with one thread and a time limit no search reaches,"
         " the same input gives byte-identical output",
     )
-    parser.add_argument("--threads", type=int, default=1, help="solver threads (CP-SAT workers; default 1)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="solver threads: CP-SAT workers, and the polish of several starts at once (default 1)",
+    )
     add_output(parser, "placement JSON")
     add_quiet(parser)
     parser.set_defaults(run=run)

@@ -68,8 +68,9 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -648,6 +649,45 @@ def polish(
     )
     settings.report(summary)
     return PolishReport(placement, improved, search.windows, (summary,))
+
+
+@dataclass(frozen=True)
+class Start:
+    """A placement to polish, with the :func:`polish` options it is polished with."""
+
+    placement: Placement
+    escape: Callable[[Placement, float], Placement | None] | None = None
+    complete_hints: bool = True
+
+
+def polish_together(
+    instance: Instance,
+    starts: Sequence[Start],
+    settings: Settings,
+    deadline: float,
+    scorer: Scorer | None = None,
+) -> list[PolishReport]:
+    """:func:`polish` of each start until ``deadline``, all at once, a thread each, the threads
+    sharing ``settings.threads`` (at least one CP-SAT worker each): for a caller with more than
+    one thread, so that no start waits for another's share. The windows' CP-SAT searches, most
+    of a polish (60% on CLIP), let the other threads run."""
+    each = replace(settings, threads=max(1, settings.threads // max(len(starts), 1)))
+    with ThreadPoolExecutor(max_workers=max(len(starts), 1)) as pool:
+        futures = [
+            pool.submit(
+                polish,
+                instance,
+                start.placement,
+                each,
+                deadline,
+                scorer,
+                start.escape,
+                None,
+                start.complete_hints,
+            )
+            for start in starts
+        ]
+        return [future.result() for future in futures]
 
 
 def _checked(instance: Instance, stage_of: np.ndarray, devices: np.ndarray, *, always: bool = False) -> bool:
