@@ -332,6 +332,44 @@ def test_the_polish_escapes_by_interleaving_clips_towers_along_its_incumbent() -
     assert result.bottleneck < 0.3421e-3
 
 
+def _witness_polish(
+    monkeypatch, within_slack: bool, parties: int = 1
+) -> tuple[_Search, partition.Placement, partition.Placement, list[dict]]:
+    """An equal-layers search 20 s from its end whose two-tower witness is a copy of its
+    incumbent (within the slack) or the single-device split (more than 2% above it), and the
+    list the polish's calls are recorded in (each waits for ``parties`` of them to run at once)."""
+    search = _equal_layers_search(layers=4)
+    incumbent = search.best_placement
+    worse = get_solver("single-device").solve(search.fine.instance, Settings()).placement
+    witness = partition.Placement(incumbent.stage_of, incumbent.devices) if within_slack else worse
+    assert (
+        within_slack
+        or search.fine_scorer.score(np.asarray(worse.stage_of), np.asarray(worse.devices))[0]
+        > 1.02 * search.best[0]
+    )
+    together, calls = threading.Barrier(parties, timeout=10.0), []
+
+    def recording(
+        instance, start, settings, deadline, scorer=None, escape=None, stall=None, complete_hints=True
+    ):
+        together.wait()
+        calls.append(
+            {"start": start, "left": deadline - time.perf_counter(), "escape": escape is not None}
+            | {"stall": stall, "complete_hints": complete_hints, "threads": settings.threads}
+        )
+        return PolishReport(start, False, 1, ("lns: recorded",))
+
+    monkeypatch.setattr(_Search, "two_towers", lambda self: object())
+    monkeypatch.setattr("partition.solvers.anytime.witness_placements", lambda *args: [witness])
+    monkeypatch.setattr("partition.solvers.anytime.polish", recording)
+    monkeypatch.setattr("partition.solvers.lns.polish", recording)
+    search.end = time.perf_counter() + 20.0
+    return search, incumbent, witness, calls
+
+
+_WITNESS_NOTE = "lns: recorded (from the two-tower witness)"
+
+
 @pytest.mark.parametrize("witness_within_slack", [False, True])
 def test_a_far_witness_is_polished_when_the_incumbents_polish_stalls(
     monkeypatch, witness_within_slack: bool
@@ -340,30 +378,7 @@ def test_a_far_witness_is_polished_when_the_incumbents_polish_stalls(
     # incumbent to the end; a farther one only once the incumbent's polish has gone a third of
     # its time without gain, with partial hints and no escape (the escape would move it straight
     # back to the incumbent's basin), until the end.
-    search = _equal_layers_search(layers=4)
-    incumbent = search.best_placement
-    worse = get_solver("single-device").solve(search.fine.instance, Settings()).placement
-    witness = partition.Placement(incumbent.stage_of, incumbent.devices) if witness_within_slack else worse
-    assert (
-        witness_within_slack
-        or search.fine_scorer.score(np.asarray(worse.stage_of), np.asarray(worse.devices))[0]
-        > 1.02 * search.best[0]
-    )
-    calls: list[dict] = []
-
-    def recording(
-        instance, start, settings, deadline, scorer=None, escape=None, stall=None, complete_hints=True
-    ):
-        calls.append(
-            {"start": start, "left": deadline - time.perf_counter(), "escape": escape is not None}
-            | {"stall": stall, "complete_hints": complete_hints}
-        )
-        return PolishReport(start, False, 1, ("lns: recorded",))
-
-    monkeypatch.setattr(_Search, "two_towers", lambda self: object())
-    monkeypatch.setattr("partition.solvers.anytime.witness_placements", lambda *args: [witness])
-    monkeypatch.setattr("partition.solvers.anytime.polish", recording)
-    search.end = time.perf_counter() + 20.0
+    search, incumbent, witness, calls = _witness_polish(monkeypatch, witness_within_slack)
     notes = search.polish_with_witness(Settings())
     first, second = calls
     assert first["escape"] and second["escape"] == witness_within_slack
@@ -378,8 +393,7 @@ def test_a_far_witness_is_polished_when_the_incumbents_polish_stalls(
         assert not second["complete_hints"] and second["stall"] is None
         assert first["left"] == pytest.approx(20.0, abs=0.5)
     assert second["left"] == pytest.approx(20.0, abs=0.5)
-    witness_note = "lns: recorded (from the two-tower witness)"
-    expected = [witness_note, "lns: recorded"] if witness_within_slack else ["lns: recorded", witness_note]
+    expected = [_WITNESS_NOTE, "lns: recorded"] if witness_within_slack else ["lns: recorded", _WITNESS_NOTE]
     assert list(notes) == expected
 
 
@@ -390,36 +404,14 @@ def test_with_two_threads_the_witness_and_the_incumbent_are_polished_at_once(
     # with a second thread no start waits for the other: each is polished to the end, at the
     # same time (the barrier breaks unless both polishes run together), with one CP-SAT worker,
     # the far witness without the escape and with partial hints, as when it runs alone
-    search = _equal_layers_search(layers=4)
-    incumbent = search.best_placement
-    worse = get_solver("single-device").solve(search.fine.instance, Settings()).placement
-    witness = partition.Placement(incumbent.stage_of, incumbent.devices) if witness_within_slack else worse
-    together = threading.Barrier(2, timeout=10.0)
-    calls: dict[int, dict] = {}
-
-    def recording(
-        instance, start, settings, deadline, scorer=None, escape=None, stall=None, complete_hints=True
-    ):
-        together.wait()
-        calls[id(start)] = {"left": deadline - time.perf_counter(), "escape": escape is not None} | {
-            "stall": stall,
-            "complete_hints": complete_hints,
-            "threads": settings.threads,
-        }
-        return PolishReport(start, False, 1, ("lns: recorded",))
-
-    monkeypatch.setattr(_Search, "two_towers", lambda self: object())
-    monkeypatch.setattr("partition.solvers.anytime.witness_placements", lambda *args: [witness])
-    monkeypatch.setattr("partition.solvers.lns.polish", recording)
-    search.end = time.perf_counter() + 20.0
+    search, incumbent, witness, calls = _witness_polish(monkeypatch, witness_within_slack, parties=2)
     notes = search.polish_with_witness(Settings(threads=2))
-    mine, theirs = calls[id(incumbent)], calls[id(witness)]
+    mine, theirs = (next(call for call in calls if call["start"] is start) for start in (incumbent, witness))
     assert all(call["left"] == pytest.approx(20.0, abs=0.5) for call in (mine, theirs))
     assert all(call["stall"] is None and call["threads"] == 1 for call in (mine, theirs))
     assert mine["escape"] and mine["complete_hints"]
     assert theirs["escape"] == theirs["complete_hints"] == witness_within_slack
-    witness_note = "lns: recorded (from the two-tower witness)"
-    expected = [witness_note, "lns: recorded"] if witness_within_slack else ["lns: recorded", witness_note]
+    expected = [_WITNESS_NOTE, "lns: recorded"] if witness_within_slack else ["lns: recorded", _WITNESS_NOTE]
     assert list(notes) == expected
 
 
