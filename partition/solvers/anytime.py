@@ -62,9 +62,8 @@ Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
    ``_STALL_SHARE`` of its time in which it lowered the bottleneck by less than ``_STALL_GAIN``,
    while ``_SECOND_START_SECONDS`` remain. With two threads or more the incumbent and one
    rounded witness per thread, the best rounded first, are polished at once to the end instead
-   (:func:`.lns.polish_together`). The polish's escape interleaves
-   the towers anew along each incumbent's own order (:func:`.tower_split.along`, every cut
-   moved at once).
+   (:func:`.lns.polish_together`). The polish's escape interleaves the towers anew along each
+   incumbent's own order (:func:`.tower_split.along`, every cut moved at once).
 
 Lower bound: :func:`partition.aggregate_bound.aggregate_lower_bound` on the *original*
 instance (work over type-weighted aggregate speed plus a communication floor), valid however
@@ -741,7 +740,6 @@ class _Search:
                     starts.insert(len(starts) - 1, witness)
                 else:
                     far.append(witness)
-        second = far[0] if far else None
 
         def taken(report: PolishReport, start: Placement) -> None:
             self.offer_fine(report.placement)
@@ -761,15 +759,15 @@ class _Search:
                 taken(report, job.placement)
             return tuple(notes)
         stall = None  # the incumbent's polish alone until the end, unless a far witness waits
-        if second is not None:
+        if far:  # one, with one thread
             seconds = max(self.end - time.perf_counter(), 0.0) * _STALL_SHARE
             stall = Stall(seconds, self.end - _SECOND_START_SECONDS, _STALL_GAIN)
         for turn, start in enumerate(starts):
             share = _WITNESS_SHARE if turn + 1 < len(starts) else 1.0
             deadline = time.perf_counter() + max(self.end - time.perf_counter(), 0.0) * share
             taken(polish(fine, start, settings, deadline, self.fine_scorer, escape, stall), start)
-        if second is not None:  # in the time the incumbent's polish left, if any
-            taken(polish(fine, second, settings, self.end, self.fine_scorer, complete_hints=False), second)
+        for witness in far:  # in the time the incumbent's polish left, if any
+            taken(polish(fine, witness, settings, self.end, self.fine_scorer, complete_hints=False), witness)
         return tuple(notes)
 
     def _ranked_witnesses(self, deadline: float) -> list[tuple[Placement, tuple[float, float]]]:
