@@ -156,6 +156,7 @@ class _Threads(_Failing):
 def test_a_jobs_threads_reach_its_solver_and_its_cpu_limit(monkeypatch, tmp_path: Path, capsys) -> None:
     # two threads spend the job's CPU time twice as fast: its CPU-time limit is twice as far
     monkeypatch.setitem(_REGISTRY, "threads", _Threads)
+    monkeypatch.setattr(_Threads, "seen", [])  # the class's list, fresh for each run
     limits: list[int] = []
     monkeypatch.setattr(bench.resource, "setrlimit", lambda kind, pair: limits.append(pair[0]))
     instance = random_dag_instance(1, 5, hosts=HOSTS, stages=2)
