@@ -190,13 +190,14 @@ def test_on_a_mixed_cluster_each_group_of_hosts_keeps_its_stages_together_in_a_w
     instance = load_instance("instances/v1/t5_small.hetero-h100-a100.k8.json.gz")
     group_of_type, sizes = chain_bound._host_groups(instance)
     witnesses = tower_witnesses(instance, 0.41224e-3, 0.432e-3)
-    assert len(witnesses) == 2 + len(sizes)  # plain, group changes, a group together each
-    for group, witness in enumerate(witnesses[2:]):
+    # plain, group changes, a group together each, then the types' orders with every group together
+    assert len(witnesses) >= 2 + len(sizes)
+    for group, witness in enumerate(witnesses[2 : 2 + len(sizes)]):
         inside = np.flatnonzero(group_of_type[[kind for kind, _ in witness]] == group)
         assert len(inside) and (np.diff(inside) == 1).all()
     members = tuple((v,) for v in range(len(instance.graph.ops)))
-    (*_, placement) = witness_placements(instance, instance, members, 0.41224e-3, 0.432e-3)
-    assert evaluate(instance, placement).bottleneck < 0.4810e-3
+    placements = witness_placements(instance, instance, members, 0.41224e-3, 0.432e-3)
+    assert min(evaluate(instance, placement).bottleneck for placement in placements) < 0.4810e-3
 
 
 @cases
@@ -220,3 +221,39 @@ def test_a_witness_that_keeps_a_group_together_is_a_path_of_its_pass(seed, hosts
         assert tuple(ends[-1]) == (product.first.last, product.second.last)
         inside = np.flatnonzero(product.type_group[[kind for kind, _, _ in stages]] == group)
         assert (np.diff(inside) == 1).all()
+
+
+def test_a_witness_follows_each_order_of_the_types_that_keeps_every_group_of_hosts_together() -> None:
+    # CLIP over A100/L4/T4 at k = 8 (bound 0.80850 ms): every witness of the relaxation itself
+    # rounds to 0.8556 ms and polishes to 0.8322; the one along A100, L4, A100, L4 and the four T4s
+    # rounds to 0.9068 and polishes to 0.8230 in 8.5 s (bench/scoreboard.md, *Witnesses along
+    # type sequences*)
+    instance = load_instance("instances/v1/clip_b32.hetero-a100-l4-t4.k8.json.gz")
+    found = towers(instance)
+    product = tower_bound._setting(instance, found, 0.8322e-3).product(200, charged=True, exact=False)
+    names = instance.cluster.type_names
+    sequences = [[names[kind][:2] for kind in sequence] for sequence in tower_bound._block_sequences(product)]
+    assert len(sequences) == 2 * 6  # host 0 or the T4s first, times the orders of 2 A100s and 2 L4s
+    assert ["A1", "L4", "A1", "L4", "T4", "T4", "T4", "T4"] in sequences
+    assert all(s[:4].count("T4") in (0, 4) for s in sequences)
+    witnesses = tower_witnesses(instance, 0.80850e-3, 0.8322e-3)
+    kinds = [[names[kind][:2] for kind, _ in witness] for witness in witnesses]
+    assert ["A1", "L4", "A1", "L4", "T4", "T4", "T4", "T4"] in kinds[2 + 2 :]  # after the groups'
+    members = tuple((v,) for v in range(len(instance.graph.ops)))
+    placements = witness_placements(instance, instance, members, 0.80850e-3, 0.8322e-3)
+    rounded = [
+        (tuple(instance.cluster.devices[d].type[:2] for d in p.devices), evaluate(instance, p).bottleneck)
+        for p in placements
+    ]
+    assert min(time_ for _, time_ in rounded) > 0.8555e-3
+    assert any(
+        sequence == ("A1", "L4", "A1", "L4", "T4", "T4", "T4", "T4") and abs(time_ - 0.90678e-3) < 1e-8
+        for sequence, time_ in rounded
+    )
+
+
+def test_type_orders_are_traced_only_where_every_device_takes_a_stage() -> None:
+    # at k = 4 on A100/L4/T4 a sequence of stage types would also choose which devices stay idle
+    instance = load_instance("instances/v1/clip_b32.hetero-a100-l4-t4.k4.json.gz")
+    product = tower_bound._setting(instance, towers(instance), 1.0).product(200, charged=True, exact=False)
+    assert product.room is not None and not tower_bound._block_sequences(product)

@@ -55,8 +55,9 @@ Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
    (at least ``_LNS_SHARE`` of the limit: steps 1–6 stop earlier to leave it; step 7 takes
    at most ``_SHIFT_SHARE`` of it). On a graph of two towers it first polishes the two-tower
    bound's witness rounded to a placement (:func:`.tower_split.witness_placements`; on mixed
-   clusters the best rounded of the plain pass's, the one with group changes and those with
-   a group of hosts' stages together), for
+   clusters the best rounded of the plain pass's, the one with group changes, those with
+   a group of hosts' stages together and those along each order of the types that keeps every
+   group's stages together), for
    ``_WITNESS_SHARE`` of that time, when it lies within ``_WITNESS_SLACK`` of the incumbent;
    a witness farther off gets the time the incumbent's polish leaves: that polish stops after
    ``_STALL_SHARE`` of its time in which it lowered the bottleneck by less than ``_STALL_GAIN``,

@@ -405,7 +405,8 @@ def witness_placements(
 ) -> list[Placement]:
     """The two-tower bound's witnesses just above ``bound`` (:func:`~partition.tower_bound.tower_witnesses`
     on ``original``, within ``deadline``: the plain pass's, and on mixed clusters the pass's with
-    group changes and one per group of hosts keeping its stages together) as placements of
+    group changes, one per group of hosts keeping its stages together and one per order of the
+    types keeping every group's together) as placements of
     ``instance``, a coarsening of it whose op ``v`` stands for the original ops ``members[v]``;
     none for a witness with more stages of a type than devices.
 
