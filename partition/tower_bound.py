@@ -2031,29 +2031,41 @@ def tower_witnesses(
 def _block_sequences(product: _Product) -> list[tuple[int, ...]]:
     """The stage type sequences that take every device and keep each group of hosts' stages one
     after another: the groups in every order and, inside each, every distinct order of its
-    types; none with a single group, or with more than :data:`_BLOCK_SEQUENCES` of them (with
-    devices left idle, a sequence would also choose which)."""
+    types. None where a device stays idle (a sequence would also choose which), and none when
+    there would be more than :data:`_BLOCK_SEQUENCES`."""
     if product.type_group is None or product.room is None:
         return []
     counts = product.vectors.max(axis=0)
     if counts.sum() != len(product.layers):
         return []
     groups = [
-        [kind for kind, count in enumerate(counts) if product.type_group[kind] == group for _ in range(count)]
+        Counter({kind: int(count) for kind, count in enumerate(counts) if product.type_group[kind] == group})
         for group in range(product.room.shape[1])
     ]
     inside = [
-        math.factorial(len(kinds)) // math.prod(math.factorial(n) for n in Counter(kinds).values())
-        for kinds in groups
+        math.factorial(kinds.total()) // math.prod(map(math.factorial, kinds.values())) for kinds in groups
     ]
     if math.factorial(len(groups)) * math.prod(inside) > _BLOCK_SEQUENCES:
         return []
-    orders = [sorted(set(itertools.permutations(kinds))) for kinds in groups]
+    orders = [list(_arrangements(kinds)) for kinds in groups]
     return [
         tuple(kind for order in chosen for kind in order)
         for turn in itertools.permutations(range(len(groups)))
         for chosen in itertools.product(*(orders[group] for group in turn))
     ]
+
+
+def _arrangements(kinds: Counter) -> Iterator[tuple[int, ...]]:
+    """The distinct orders of the multiset ``kinds`` (kind → count), in lexicographic order, each
+    made once: a group of 16 devices of one type has one, not 16! to sort out."""
+    if kinds.total() == 0:
+        yield ()
+        return
+    for kind in sorted(k for k, count in kinds.items() if count):
+        kinds[kind] -= 1
+        for rest in _arrangements(kinds):
+            yield (kind, *rest)
+        kinds[kind] += 1
 
 
 def _traced_above(

@@ -4,6 +4,7 @@ than splitting the graph's own order."""
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import networkx as nx
 import numpy as np
@@ -257,3 +258,17 @@ def test_type_orders_are_traced_only_where_every_device_takes_a_stage() -> None:
     instance = load_instance("instances/v1/clip_b32.hetero-a100-l4-t4.k4.json.gz")
     product = tower_bound._setting(instance, towers(instance), 1.0).product(200, charged=True, exact=False)
     assert product.room is not None and not tower_bound._block_sequences(product)
+
+
+def test_type_orders_of_large_groups_are_counted_not_enumerated() -> None:
+    # two hosts of 16 H100s and 16 A100s at k = 32: the host orders, one order inside each
+    product = SimpleNamespace(
+        type_group=np.array([0, 1]),
+        room=np.zeros((1, 2)),
+        vectors=np.array([[0, 0], [16, 16]]),
+        layers=[None] * 32,
+    )
+    assert tower_bound._block_sequences(product) == [(0,) * 16 + (1,) * 16, (1,) * 16 + (0,) * 16]
+    product.vectors = np.array([[0, 0, 0], [2, 2, 4]])  # A100 and L4 on host 0, T4 on host 1
+    product.type_group, product.layers = np.array([0, 0, 1]), [None] * 8
+    assert len(tower_bound._block_sequences(product)) == 2 * 6
