@@ -316,7 +316,8 @@ def _polish_with_lns(
     if len(starts) > fitting:
         starts = sorted(starts, key=lambda named: _ranking(instance, named[1]))[:fitting]
     if settings.threads >= 2:
-        reports = polish_together(instance, [Start(start) for _, start in starts], settings, deadline)
+        polished = polish_together(instance, [Start(start) for _, start in starts], settings, deadline)
+        reports = [report for _, report in polished]
     else:
         reports = []
         for turn, (_, start) in enumerate(starts):

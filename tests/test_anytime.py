@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 import time
@@ -418,7 +419,8 @@ def test_with_two_threads_the_witness_and_the_incumbent_are_polished_at_once(
 def test_with_two_threads_the_two_best_rounded_witnesses_are_polished_too(monkeypatch) -> None:
     # a witness's rounded bottleneck does not rank where its polish ends (T5 over A100/L4/T4 at
     # k = 8: the second best rounded, 0.9615 ms, polishes to 0.7644, the best, 0.9027, to
-    # 0.7698), so each thread takes one: the incumbent and the two best, all at once
+    # 0.7698), so each thread takes one: the incumbent and the two best, all at once, each
+    # yielding while the third waits; the first polish to end hands its thread to the third
     search = _equal_layers_search(layers=4)
     single, balanced = (
         get_solver(name).solve(search.fine.instance, Settings()).placement
@@ -427,12 +429,15 @@ def test_with_two_threads_the_two_best_rounded_witnesses_are_polished_too(monkey
     others = [single, balanced, partition.Placement(balanced.stage_of, balanced.devices[::-1])]
     scores = [search.fine_scorer.score(np.asarray(p.stage_of), np.asarray(p.devices)) for p in others]
     assert all(score[2] for score in scores) and len({score[:2] for score in scores}) == 3
-    best_two = [others[i] for i in np.argsort([score[0] for score in scores])[:2]]
-    together, polished = threading.Barrier(3, timeout=10.0), []
+    ranked = [others[i] for i in np.argsort([score[0] for score in scores])]
+    together, polished, lock = threading.Barrier(3, timeout=10.0), [], threading.Lock()
 
-    def recording(instance, start, settings, deadline, *args):
-        together.wait()
-        polished.append(start)
+    def recording(instance, start, settings, deadline, scorer, escape, stall, complete_hints):
+        with lock:
+            first_wave = len(polished) < 3
+            polished.append((start, stall))
+        if first_wave:
+            together.wait()
         return PolishReport(start, False, 1, ())
 
     monkeypatch.setattr(_Search, "two_towers", lambda self: object())
@@ -441,7 +446,25 @@ def test_with_two_threads_the_two_best_rounded_witnesses_are_polished_too(monkey
     search.end = time.perf_counter() + 20.0
     incumbent = search.best_placement
     search.polish_with_witness(Settings(threads=2))
-    assert sorted(map(id, polished)) == sorted(map(id, [incumbent, *best_two]))
+    first, (last, last_stall) = polished[:3], polished[3]
+    assert sorted(id(start) for start, _ in first) == sorted(map(id, [incumbent, *ranked[:2]]))
+    assert last is ranked[2] and last_stall is None  # nothing waits behind it
+    assert all(stall.seconds == pytest.approx(20.0 / 3, abs=0.5) for _, stall in first)
+    assert all(stall.waiting is not None for _, stall in first) and len(polished) == 4
+
+
+def test_a_polish_yields_only_while_another_start_waits() -> None:
+    # a polish that stops gaining gives up for a waiting start; once none waits it goes on
+    from partition.solvers import lns
+
+    stall = lns.Stall(1.0, time.perf_counter() + 60.0, 0.01)
+    falls = [(time.perf_counter() - 5.0, 1.0)]
+    waiting: list[object] = []
+    rule = dataclasses.replace(stall, waiting=lambda: bool(waiting))
+    assert stall.reached(falls, time.perf_counter(), 1.0)  # no gain in 5 s
+    assert not rule.reached(falls, time.perf_counter(), 1.0)  # ... but nothing waits
+    waiting.append(object())
+    assert rule.reached(falls, time.perf_counter(), 1.0)
 
 
 @pytest.mark.parametrize("across_better", [False, True])

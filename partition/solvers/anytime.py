@@ -62,7 +62,8 @@ Search (Archer et al., ICML 2024 use the same random-key encoding of orders):
    a witness farther off gets the time the incumbent's polish leaves: that polish stops after
    ``_STALL_SHARE`` of its time in which it lowered the bottleneck by less than ``_STALL_GAIN``,
    while ``_SECOND_START_SECONDS`` remain. With two threads or more the incumbent and one
-   rounded witness per thread, the best rounded first, are polished at once to the end instead
+   rounded witness per thread, the best rounded first, are polished at once instead, and a
+   polish that stalls so hands its thread to the next rounded witness while one waits
    (:func:`.lns.polish_together`). The polish's escape interleaves the towers anew along each
    incumbent's own order (:func:`.tower_split.along`, every cut moved at once).
 
@@ -722,25 +723,29 @@ class _Search:
         On CLIP over 2 × 8 A100 at k = 16 the witness rounds to 0.3368 ms, 10% above the
         incumbent, and polishes to 0.3031 ms in about 12 s of a core, where the incumbent's
         polish stays at 0.3053 (the bound: 0.2978). With ``settings.threads ≥ 2`` the starts are
-        polished at once, each to the end, and the incumbent's polish never yields (CLIP over
-        H100/A100 at k = 8: 0.51849 ms against 0.51928 with one thread); they are the incumbent
-        and the best rounded witnesses, one per thread, as where a polish ends does not follow
-        how its start rounds (T5 over A100/L4/T4 at k = 8: the second best rounded, 0.9615 ms,
-        polishes to 0.7644, the best, 0.9027, to 0.7698). Returns the notes of the polishes."""
+        polished at once; they are the incumbent and the best rounded witnesses, one per thread,
+        as where a polish ends does not follow how its start rounds (T5 over A100/L4/T4 at k = 8:
+        the second best rounded, 0.9615 ms, polishes to 0.7644, the best, 0.9027, to 0.7698), and
+        the other witnesses wait, in turn, for a polish that stalls as the incumbent's does with
+        one thread (:meth:`_stall`) to hand its thread over (CLIP over A100/L4/T4 at k = 8: the
+        fifth, rounded 0.9068, polishes to 0.8230 where the others end at 0.8322). Returns the
+        notes of the polishes."""
         assert self.best_placement is not None
         fine, notes = self.fine.instance, []
         starts = [self.best_placement]
-        escape, found, far = None, self.two_towers(), []
+        escape, found, far, later = None, self.two_towers(), [], []
         if found is not None:
             escape = functools.partial(self.reinterleaved, found)
             # traced within the share of the polish it would start
             deadline = time.perf_counter() + max(self.end - time.perf_counter(), 0.0) * _WITNESS_SHARE
+            ranked = self._ranked_witnesses(deadline)
             # the best rounded, one per thread (their polished ends do not follow their order)
-            for witness, score in self._ranked_witnesses(deadline)[: max(settings.threads, 1)]:
+            for witness, score in ranked[: max(settings.threads, 1)]:
                 if score[0] <= _WITNESS_SLACK * self.best[0]:
                     starts.insert(len(starts) - 1, witness)
                 else:
                     far.append(witness)
+            later = [witness for witness, _ in ranked[max(settings.threads, 1) :]]
 
         def taken(report: PolishReport, start: Placement) -> None:
             self.offer_fine(report.placement)
@@ -752,17 +757,18 @@ class _Search:
                 notes.extend(report.notes)
 
         if settings.threads >= 2 and (len(starts) > 1 or far):
-            # a thread each: no start waits for another's share or stall
+            # a thread each: no start waits for another's share; a polish that stalls hands its
+            # thread to the next witness while one waits
             jobs = [Start(start, escape) for start in starts]
             jobs += [Start(witness, complete_hints=False) for witness in far]
-            reports = polish_together(fine, jobs, settings, self.end, self.fine_scorer)
-            for job, report in zip(jobs, reports, strict=True):
+            waiting = [Start(witness, complete_hints=False) for witness in later]
+            for job, report in polish_together(
+                fine, jobs, settings, self.end, self.fine_scorer, waiting, self._stall
+            ):
                 taken(report, job.placement)
             return tuple(notes)
-        stall = None  # the incumbent's polish alone until the end, unless a far witness waits
-        if far:  # one, with one thread
-            seconds = max(self.end - time.perf_counter(), 0.0) * _STALL_SHARE
-            stall = Stall(seconds, self.end - _SECOND_START_SECONDS, _STALL_GAIN)
+        # the incumbent's polish alone until the end, unless a far witness waits (one, with one thread)
+        stall = self._stall() if far else None
         for turn, start in enumerate(starts):
             share = _WITNESS_SHARE if turn + 1 < len(starts) else 1.0
             deadline = time.perf_counter() + max(self.end - time.perf_counter(), 0.0) * share
@@ -770,6 +776,13 @@ class _Search:
         for witness in far:  # in the time the incumbent's polish left, if any
             taken(polish(fine, witness, settings, self.end, self.fine_scorer, complete_hints=False), witness)
         return tuple(notes)
+
+    def _stall(self) -> Stall:
+        """When a polish beginning now yields to a start that waits: once it has gone
+        :data:`_STALL_SHARE` of the time left lowering the bottleneck by less than
+        :data:`_STALL_GAIN`, while :data:`_SECOND_START_SECONDS` remain."""
+        seconds = max(self.end - time.perf_counter(), 0.0) * _STALL_SHARE
+        return Stall(seconds, self.end - _SECOND_START_SECONDS, _STALL_GAIN)
 
     def _ranked_witnesses(self, deadline: float) -> list[tuple[Placement, tuple[float, float]]]:
         """The two-tower relaxation's witnesses rounded to valid placements

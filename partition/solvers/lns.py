@@ -67,7 +67,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -105,17 +107,19 @@ class Stall:
     """When a polish gives up for a caller that has another start to polish: once the bottleneck
     has fallen by no more than ``gain`` (relative; 0: not at all) over the last ``seconds``, if
     that happens before ``until`` (``perf_counter`` time, leaving the other start the time it
-    needs); after ``until`` the polish runs to its deadline."""
+    needs) and, with ``waiting``, while it says another start waits; else the polish runs to
+    its deadline."""
 
     seconds: float
     until: float
     gain: float = 0.0
+    waiting: Callable[[], bool] | None = None
 
     def reached(self, falls: list[tuple[float, float]], now: float, bottleneck: float) -> bool:
         """Whether a polish whose bottleneck fell as ``falls`` says (times and values, from its
         start) and is ``bottleneck`` at ``now`` gives up."""
         since = now - self.seconds
-        if now >= self.until or since <= falls[0][0]:
+        if now >= self.until or since <= falls[0][0] or (self.waiting is not None and not self.waiting()):
             return False
         before = next(value for when, value in reversed(falls) if when <= since)
         return bottleneck >= before * (1 - self.gain)
@@ -666,28 +670,45 @@ def polish_together(
     settings: Settings,
     deadline: float,
     scorer: Scorer | None = None,
-) -> list[PolishReport]:
+    waiting: Sequence[Start] = (),
+    stall: Callable[[], Stall] | None = None,
+) -> list[tuple[Start, PolishReport]]:
     """:func:`polish` of each start (one at least) until ``deadline``, all at once, a thread
     each, the threads sharing ``settings.threads`` (at least one CP-SAT worker each): for a
     caller with more than one thread, so that no start waits for another's share. The windows'
-    CP-SAT searches, most of a polish (61% of 20 s on CLIP), let the other threads run."""
+    CP-SAT searches, most of a polish (61% of 20 s on CLIP), let the other threads run.
+
+    ``waiting``: more starts, in turn, each taken by the first thread whose polish ends before
+    the deadline; while any waits, a polish gives up under ``stall()`` (a rule made as the polish
+    begins). So more time polishes more starts, where the first ones would gain little: the
+    polishes of one placement end at the same local optimum. Returns each polish run with its
+    start, thread by thread."""
     each = replace(settings, threads=max(1, settings.threads // len(starts)))
-    with ThreadPoolExecutor(max_workers=len(starts)) as pool:
-        futures = [
-            pool.submit(
-                polish,
-                instance,
-                start.placement,
-                each,
-                deadline,
-                scorer,
-                start.escape,
-                None,
-                start.complete_hints,
+    queue, lock = deque(waiting), threading.Lock()
+
+    def pending() -> bool:
+        with lock:
+            return bool(queue)
+
+    def thread(start: Start | None) -> list[tuple[Start, PolishReport]]:
+        done = []
+        while start is not None:
+            rule = None if stall is None or not pending() else replace(stall(), waiting=pending)
+            report = polish(
+                instance, start.placement, each, deadline, scorer, start.escape, rule, start.complete_hints
             )
-            for start in starts
-        ]
-        return [future.result() for future in futures]
+            done.append((start, report))
+            with lock:
+                start = (
+                    queue.popleft()
+                    if queue and deadline - time.perf_counter() > _MIN_WINDOW_SECONDS
+                    else None
+                )
+        return done
+
+    with ThreadPoolExecutor(max_workers=len(starts)) as pool:
+        futures = [pool.submit(thread, start) for start in starts]
+        return [polished for future in futures for polished in future.result()]
 
 
 def _checked(instance: Instance, stage_of: np.ndarray, devices: np.ndarray, *, always: bool = False) -> bool:
