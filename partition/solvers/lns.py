@@ -678,11 +678,11 @@ def polish_together(
     caller with more than one thread, so that no start waits for another's share. The windows'
     CP-SAT searches, most of a polish (61% of 20 s on CLIP), let the other threads run.
 
-    ``waiting``: more starts, in turn, each taken by the first thread whose polish ends before
-    the deadline; while any waits, a polish gives up under ``stall()`` (a rule made as the polish
-    begins). So more time polishes more starts, where the first ones would gain little: the
-    polishes of one placement end at the same local optimum. Returns each polish run with its
-    start, thread by thread."""
+    ``waiting``: more starts, in turn, each taken by the first thread whose polish ends while
+    the rule ``stall()`` (made as a polish begins) would still stop a polish; while any waits, a
+    polish gives up under that rule. So more time polishes more starts, where the first ones
+    would gain little: the polishes of one placement end at the same local optimum. Returns each
+    polish run with its start, thread by thread."""
     each = replace(settings, threads=max(1, settings.threads // len(starts)))
     queue, lock = deque(waiting), threading.Lock()
 
@@ -699,11 +699,8 @@ def polish_together(
             )
             done.append((start, report))
             with lock:
-                start = (
-                    queue.popleft()
-                    if queue and deadline - time.perf_counter() > _MIN_WINDOW_SECONDS
-                    else None
-                )
+                latest = deadline - _MIN_WINDOW_SECONDS if stall is None else stall().until
+                start = queue.popleft() if queue and time.perf_counter() < latest else None
         return done
 
     with ThreadPoolExecutor(max_workers=len(starts)) as pool:
