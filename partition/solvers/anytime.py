@@ -759,29 +759,29 @@ class _Search:
             else:
                 notes.extend(report.notes)
 
+        # the farther witnesses, best rounded first, polished without the escape and with partial hints
+        witnesses = [Start(witness, complete_hints=False) for witness in far + later]
         if settings.threads >= 2 and (len(starts) > 1 or far):
             # a thread each: no start waits for another's share; a polish that stalls hands its
             # thread to the next witness while one waits
-            jobs = [Start(start, escape) for start in starts]
-            jobs += [Start(witness, complete_hints=False) for witness in far]
-            waiting = [Start(witness, complete_hints=False) for witness in later]
-            for job, report in polish_together(
-                fine, jobs, settings, self.end, self.fine_scorer, waiting, self._stall
-            ):
-                taken(report, job.placement)
-            return tuple(notes)
-        # the incumbent's polish alone until the end, unless a witness waits
-        waiting = [Start(witness, complete_hints=False) for witness in far + later]
-        stall = self._stall() if waiting else None
-        for turn, start in enumerate(starts):
-            share = _WITNESS_SHARE if turn + 1 < len(starts) else 1.0
-            deadline = time.perf_counter() + max(self.end - time.perf_counter(), 0.0) * share
-            taken(polish(fine, start, settings, deadline, self.fine_scorer, escape, stall), start)
-        if waiting:  # in the time the incumbent's polish left, in turn, each yielding as it did
-            for job, report in polish_together(
-                fine, waiting[:1], settings, self.end, self.fine_scorer, waiting[1:], self._stall
-            ):
-                taken(report, job.placement)
+            jobs = [Start(start, escape) for start in starts] + witnesses[: len(far)]
+            polished = polish_together(
+                fine, jobs, settings, self.end, self.fine_scorer, witnesses[len(far) :], self._stall
+            )
+        else:  # the incumbent's polish alone until the end, unless a witness waits
+            stall = self._stall() if witnesses else None
+            for turn, start in enumerate(starts):
+                share = _WITNESS_SHARE if turn + 1 < len(starts) else 1.0
+                deadline = time.perf_counter() + max(self.end - time.perf_counter(), 0.0) * share
+                taken(polish(fine, start, settings, deadline, self.fine_scorer, escape, stall), start)
+            # in the time the incumbent's polish left, in turn, each yielding as it did
+            polished = []
+            if witnesses:
+                polished = polish_together(
+                    fine, witnesses[:1], settings, self.end, self.fine_scorer, witnesses[1:], self._stall
+                )
+        for job, report in polished:
+            taken(report, job.placement)
         return tuple(notes)
 
     def _stall(self) -> Stall:
