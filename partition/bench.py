@@ -49,7 +49,7 @@ from .api import solve
 from .errors import InputError, PartitionError, SolverError
 from .importers import FORMATS, import_instance
 from .instance import Instance, Options, load_instance
-from .jsonio import dumps, write_atomic
+from .jsonio import dumps, require_file, write_atomic
 from .solvers import solver_names
 
 BENCH_SCHEMA = "partition.bench"
@@ -145,8 +145,7 @@ def _expand(source: str | Path) -> list[Path]:
         if not found:
             raise InputError(f"{text}: no file matches this pattern")
         return found
-    if not path.is_file():
-        raise InputError(f"{path}: instance file not found")
+    require_file(path, "instance")
     return [path]
 
 

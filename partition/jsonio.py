@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from .errors import InputError, PartitionError
 
 _SIGNIFICANT_DIGITS = 12
 
@@ -62,13 +62,24 @@ def write_atomic(path: str | Path, text: str | bytes, *, overwrite: bool = False
         raise
 
 
+def require_file(path: Path, what: str, error: type[PartitionError] = InputError) -> None:
+    """Raise ``error`` with one line naming ``path`` unless it can be read as a ``what`` file:
+    missing, or a directory. A pipe or device passes (``--cluster <(zcat c.json.gz)`` is read as
+    a stream)."""
+    if path.is_dir():
+        raise error(f"{path}: is a directory, not a {what} file")
+    if not path.exists():
+        raise error(f"{path}: {what} file not found")
+
+
 def read_json(path: str | Path, what: str) -> Any:
     """Read a JSON file, turning every failure into one clear :class:`InputError`."""
     source = Path(path)
-    if not source.is_file():
-        raise InputError(f"{source}: {what} file not found")
+    require_file(source, what)
     try:
         data = source.read_bytes()
         return json.loads(gzip.decompress(data) if source.suffix == ".gz" else data)
+    except OSError as error:
+        raise InputError(f"{source}: cannot read the {what} file ({error.strerror or error})") from None
     except (UnicodeDecodeError, json.JSONDecodeError, gzip.BadGzipFile, EOFError) as error:
         raise InputError(f"{source}: not a valid JSON {what} file ({error})") from None

@@ -49,6 +49,7 @@ from onnx import TensorProto, numpy_helper, shape_inference
 from .errors import ModelError
 from .flops import NodeShapes, op_cost
 from .graph import Op, OpClass, OpGraph, Tensor
+from .jsonio import require_file
 
 log = logging.getLogger("partition")
 
@@ -76,10 +77,11 @@ def load_model(source: str | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, s
     if isinstance(source, onnx.ModelProto):
         return source, source.graph.name or "model"
     path = Path(source)
-    if not path.is_file():
-        raise ModelError(f"{path}: model file not found")
+    require_file(path, "model", ModelError)
     try:
         model = onnx.load(str(path), load_external_data=False)
+    except OSError as error:
+        raise ModelError(f"{path}: cannot read the model file ({error.strerror or error})") from None
     except Exception as error:  # protobuf raises several unrelated types for corrupt input
         raise ModelError(
             f"{path}: not a readable ONNX model (truncated or corrupt: {type(error).__name__})"

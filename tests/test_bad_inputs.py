@@ -136,7 +136,7 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
         _model_case(lambda t: _write(t, "cut.onnx", Path(MODEL).read_bytes()[:5000])),
         "not a readable ONNX",
     ),
-    "directory as model": (_model_case(lambda t: str(t)), "model file not found"),
+    "directory as model": (_model_case(lambda t: str(t)), "is a directory, not a model file"),
     "cycle": (_model_case(_cycle), "cycle"),
     "missing input": (
         _model_case(
@@ -189,6 +189,10 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "unknown bundled cluster": (
         lambda t: ["solve", MODEL, "--cluster", "no-such", "-k", "1"],
         "cluster file not found",
+    ),
+    "directory as cluster": (
+        lambda t: ["solve", MODEL, "--cluster", str(t), "--stages", "1"],
+        "is a directory, not a cluster file",
     ),
     "cluster not json": (_cluster_case("{hosts: oops"), "not a valid JSON cluster"),
     "cluster not an object": (_cluster_case([1, 2]), "expected a JSON object"),

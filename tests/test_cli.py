@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -78,6 +81,38 @@ def test_inspect_reports_counts(capsys) -> None:
     # ResNet-50: 25.6 M parameters (fp32) and about 4.1 G multiply-adds at 224×224
     assert info["param_bytes"] / 4 == pytest.approx(25.6e6, rel=0.01)
     assert info["gflops"] / 2 == pytest.approx(4.1, rel=0.05)
+
+
+def test_model_and_cluster_may_come_from_pipes(tmp_path: Path, capsys) -> None:
+    """A FIFO (what ``--cluster <(zcat c.json.gz)`` passes) is read as a stream, not refused
+    as a missing file."""
+    model, cluster = tmp_path / "model.fifo", tmp_path / "cluster.fifo"
+    feeds = {
+        model: (LIGHT / "light_squeezenet.onnx").read_bytes(),
+        cluster: resources.files("partition").joinpath("data/clusters/homo-4a100.json").read_bytes(),
+    }
+    writers = []
+    for path, data in feeds.items():
+        os.mkfifo(path)
+        writers.append(threading.Thread(target=path.write_bytes, args=(data,), daemon=True))
+    for writer in writers:
+        writer.start()
+    output = tmp_path / "placement.json"
+    args = [
+        "solve",
+        str(model),
+        "--cluster",
+        str(cluster),
+        "-k",
+        "2",
+        "--time-limit",
+        "5",
+        "-q",
+        "-o",
+        str(output),
+    ]
+    assert main(args) == 0
+    assert json.loads(output.read_text())["instance"]["cluster"] == "homo-4a100"
 
 
 def test_output_is_not_overwritten_silently(tmp_path: Path, capsys) -> None:
