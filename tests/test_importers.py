@@ -190,3 +190,7 @@ def test_cli_import_errors_are_one_line(tmp_path: Path, capsys) -> None:
     bad.write_text("garbage\n")
     assert main(["import", "pipedream", str(bad), "--cluster", "homo-4a100"]) == 2
     assert "not a PipeDream node or edge line" in capsys.readouterr().err
+    assert main(["import", "pipedream", str(tmp_path / "absent.txt"), "--cluster", "homo-4a100"]) == 2
+    assert "pipedream profile file not found" in capsys.readouterr().err
+    assert main(["import", "pipedream", str(tmp_path), "--cluster", "homo-4a100"]) == 2
+    assert "is a directory, not a pipedream profile file" in capsys.readouterr().err

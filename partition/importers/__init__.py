@@ -28,6 +28,7 @@ from ..devices import Catalog, DeviceType, bundled_catalog
 from ..errors import InputError
 from ..graph import Op, OpGraph, Tensor
 from ..instance import Instance, Options, build_instance
+from ..jsonio import require_file
 
 
 @dataclass(frozen=True)
@@ -148,8 +149,7 @@ def read_costs(fmt: str, path: str | Path, **options: Any) -> ImportedCosts:
     readers = _readers()
     if fmt not in readers:
         raise InputError(f"unknown import format {fmt!r} (known: {', '.join(FORMATS)})")
-    if not Path(path).is_file():
-        raise InputError(f"{path}: {fmt} profile not found")
+    require_file(Path(path), f"{fmt} profile")
     return readers[fmt](Path(path), **options)
 
 
