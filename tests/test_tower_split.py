@@ -227,8 +227,8 @@ def test_a_witness_that_keeps_a_group_together_is_a_path_of_its_pass(seed, hosts
 def test_a_witness_follows_each_order_of_the_types_that_keeps_every_group_of_hosts_together() -> None:
     # CLIP over A100/L4/T4 at k = 8 (bound 0.80850 ms): every witness of the relaxation itself
     # rounds to 0.8556 ms and polishes to 0.8322; the one along A100, L4, A100, L4 and the four T4s
-    # rounds to 0.9068 and polishes to 0.8230 in 8.5 s (bench/scoreboard.md, *Witnesses along
-    # type sequences*)
+    # rounds to 0.9068 and polishes to 0.8230 (bench/scoreboard.md, *Witnesses along orders of
+    # the types*)
     instance = load_instance("instances/v1/clip_b32.hetero-a100-l4-t4.k8.json.gz")
     found = towers(instance)
     product = tower_bound._setting(instance, found, 0.8322e-3).product(200, charged=True, exact=False)
