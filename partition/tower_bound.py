@@ -403,15 +403,24 @@ class _Tower:
     def last(self) -> int:
         return len(self.threshold) - 1
 
+    @functools.cached_property
+    def _sorted_steps(self) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_steps` of every start (types × broadcasts × rows), sorted once: a step
+        depends on the start's row alone, and sorting them per call made a probe with group
+        changes 8% slower (CLIP on four types at k = 8: 6.4 s against 5.9 s)."""
+        assert self.need is not None and self.price is not None
+        need = self.need.transpose(1, 0, 2)
+        order = np.argsort(need, axis=1, kind="stable")
+        prices = np.broadcast_to(self.price.T[:, :, None], need.shape)
+        needs = np.take_along_axis(need, order, axis=1)
+        return needs, np.cumsum(np.take_along_axis(prices, order, axis=1), axis=1)
+
     def _steps(self, kind: int, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per part from ``start`` (elementwise; columns), the rows from which its end
         certainly holds a reader of each broadcast tensor (:func:`_with_broadcast_receipts`),
         in increasing order, and the receipts' prices summed up to each of them."""
-        need = self.need[:, kind][:, start]
-        order = np.argsort(need, axis=0, kind="stable")
-        prices = np.broadcast_to(self.price[:, kind][:, None], need.shape)
-        paid = np.cumsum(np.take_along_axis(prices, order, axis=0), axis=0)
-        return np.take_along_axis(need, order, axis=0), paid
+        needs, paid = self._sorted_steps
+        return needs[kind][:, start], paid[kind][:, start]
 
     def costs(self, kind: int) -> np.ndarray:
         """``cost[a, a']`` of a part on type ``kind`` from row ``a`` to row ``a'`` (0 on the
@@ -438,7 +447,7 @@ class _Tower:
         furthest row below the next step that the budget less the steps passed admits."""
         furthest = self._unpriced_reach(kind, start, budget)
         if self.need is not None:
-            first_step = self.need[:, kind][:, start].min(axis=0)
+            first_step = self._sorted_steps[0][kind][0, start]
             stepped = np.flatnonzero(furthest >= first_step)  # the others pass no step
             furthest[stepped] = self._stepped_reach(kind, start[stepped], budget[stepped], furthest[stepped])
         return np.where(budget >= 0, np.maximum(furthest, start), -1)

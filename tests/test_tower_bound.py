@@ -647,3 +647,28 @@ def test_a_stage_making_some_hung_tensors_receives_the_others(monkeypatch) -> No
     monkeypatch.setattr(tower_bound, "_makers", lambda *args: replace(makers(*args), own=0.0))
     assert tower_lower_bound(instance, optimum) < 0.81 * optimum
     assert admits(0.715e-3)
+
+
+def test_the_receipts_steps_of_a_start_are_its_own_sorted() -> None:
+    # ``_steps`` reads steps sorted once for every start; each must be that start's needs in
+    # increasing order with their prices summed along them (ties in the broadcasts' order)
+    rng = np.random.default_rng(5)
+    rows, kinds, broadcasts = 30, 3, 4
+    zeros = np.zeros((rows, kinds))
+    tower = tower_bound._Tower(
+        zeros,
+        zeros,
+        zeros,
+        zeros,
+        np.arange(rows),
+        np.arange(rows),
+        need=rng.integers(0, rows + 1, (broadcasts, kinds, rows)),
+        price=rng.random((broadcasts, kinds)),
+    )
+    start = rng.integers(0, rows, 50)
+    for kind in range(kinds):
+        needs, paid = tower._steps(kind, start)
+        for column, row in enumerate(start):
+            order = sorted(range(broadcasts), key=lambda b: tower.need[b, kind, row])
+            assert needs[:, column].tolist() == [tower.need[b, kind, row] for b in order]
+            assert np.allclose(paid[:, column], np.cumsum([tower.price[b, kind] for b in order]))
