@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -99,8 +100,9 @@ def test_cp_sat_after_ideal_dp_starts_from_its_placement(monkeypatch) -> None:
 
 def test_the_polish_also_starts_from_the_compute_balanced_split() -> None:
     # Where the polish ends depends on where it starts: on bert_legacy over 2 x 8 A100 at k = 16
-    # the order DP's split (0.3328 ms) settles at 0.2844 ms, the compute-balanced one (0.3128)
-    # at 0.27548 ms within 5 s; auto keeps the better of the two.
+    # the order DP's split (0.3328 ms) settled at 0.2844 ms, the compute-balanced one (0.3128)
+    # at 0.27548 ms within 5 s; auto keeps the better of the two. With the faster window models
+    # (session 38) the order DP's start may reach 0.27548 too in its 8 s, with a lower latency.
     instance = partition.load_instance("instances/v1/bert_legacy.2x8a100.k16.json.gz")
     start = get_solver("order-dp").solve(instance, Settings()).placement
     first = Outcome(start, partition.Status.FEASIBLE, 0.0)
@@ -108,8 +110,13 @@ def test_the_polish_also_starts_from_the_compute_balanced_split() -> None:
     # within 0.5%: on a loaded machine the 16 s end a little short of it (0.27565, 0.27669 ms
     # seen), while the order DP's start alone settles 3% above
     assert evaluate(instance, outcome.placement).bottleneck <= 0.27548e-3 * 1.005
-    assert any(note.endswith("(from the solver's placement)") for note in notes)
-    assert notes[-1] == "auto: lns: kept the polish of balanced-time"
+    ends = {}
+    for note in notes:
+        found = re.search(r"→ (\S+) s \(latency \S+ s → (\S+) s\) \(from (.+)\)$", note)
+        if found:
+            ends[found[3]] = (float(found[1]), float(found[2]))
+    assert set(ends) == {"the solver's placement", "balanced-time"}
+    assert notes[-1] == f"auto: lns: kept the polish of {min(ends, key=ends.__getitem__)}"
 
 
 def test_with_two_threads_every_start_is_polished_at_once_until_the_deadline(monkeypatch) -> None:
