@@ -36,6 +36,19 @@ TYPED_HOSTS = [  # each type on a host of its own (the zoo's mixed clusters); In
     {"name": "h2", "devices": {"L4": 1}, "intra_link": "pcie4"},
 ]
 
+# 6-8 devices, as the zoo's clusters at k = 8 (the bounds' larger cross-checks): H100s on two
+# hosts beside an A100 one; A100s and L4s sharing a host beside four T4s (A100/L4/T4 in small);
+# three types on four hosts, the A100s on two; one type on two hosts
+LARGER_CLUSTERS = (
+    [*PAIRED_HOSTS, {"name": "h2", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"}],
+    [
+        {"name": "h0", "devices": {"A100-40GB": 2, "L4": 2}, "intra_link": "pcie4"},
+        {"name": "h1", "devices": {"T4": 4}, "intra_link": "pcie4"},
+    ],
+    [*TYPED_HOSTS, {"name": "h3", "devices": {"A100-40GB": 2}, "intra_link": "nvlink3"}],
+    [{"name": f"h{i}", "devices": {"A100-40GB": 3}, "intra_link": "nvlink3"} for i in range(2)],
+)
+
 
 def one_output_per_op(graph: partition.OpGraph) -> partition.OpGraph:
     """``graph`` with each op's tensors merged into one, read by all their readers (so a cut

@@ -10,7 +10,15 @@ from dataclasses import replace
 import networkx as nx
 import numpy as np
 import pytest
-from conftest import PAIRED_HOSTS, SPANNING_HOSTS, TWIN_HOSTS, TWO_HOSTS, TYPED_HOSTS, RandomOps
+from conftest import (
+    LARGER_CLUSTERS,
+    PAIRED_HOSTS,
+    SPANNING_HOSTS,
+    TWIN_HOSTS,
+    TWO_HOSTS,
+    TYPED_HOSTS,
+    RandomOps,
+)
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -191,20 +199,6 @@ def test_never_above_the_optimum_on_two_towers(seed, resolutions, generate, host
         if generate is _masked_towers:
             patch.setattr(tower_bound, "_with_near_readers", lambda tower, original: tower)
         assert tower_lower_bound(instance, upper * optimum) <= optimum * (1 + 1e-9)
-
-
-# 6-8 devices, as the zoo's clusters at k = 8: H100s on two hosts beside an A100 one; A100s and
-# L4s sharing a host beside four T4s (A100/L4/T4 in small); three types on four hosts, the
-# A100s on two; one type on two hosts
-LARGER_CLUSTERS = (
-    [*PAIRED_HOSTS, {"name": "h2", "devices": {"H100-SXM": 2}, "intra_link": "nvlink4"}],
-    [
-        {"name": "h0", "devices": {"A100-40GB": 2, "L4": 2}, "intra_link": "pcie4"},
-        {"name": "h1", "devices": {"T4": 4}, "intra_link": "pcie4"},
-    ],
-    [*TYPED_HOSTS, {"name": "h3", "devices": {"A100-40GB": 2}, "intra_link": "nvlink3"}],
-    [{"name": f"h{i}", "devices": {"A100-40GB": 3}, "intra_link": "nvlink3"} for i in range(2)],
-)
 
 
 def _larger_towers(seed: int) -> partition.Instance:
