@@ -103,6 +103,22 @@ class RandomOps:
         return partition.make_instance(graph, cluster, int(self.rng.integers(2, 5)), comm_mode=mode)
 
 
+def best_checked_bottleneck(instance: partition.Instance, seconds: float = 20.0) -> float | None:
+    """The better bottleneck of ideal-dp's and cp-sat's placements (``None``: neither found one),
+    after checking that neither solver reports a bound above it or calls a worse one optimal:
+    the reference of the bounds' larger cross-checks, which brute force cannot reach."""
+    results = [partition.solve(instance, solver, time_limit=seconds) for solver in ("ideal-dp", "cp-sat")]
+    placed = [result.bottleneck for result in results if result.placement is not None]
+    if not placed:
+        return None
+    best = min(placed)
+    for result in results:
+        assert result.lower_bound is None or result.lower_bound <= best * (1 + 1e-9), result.solver
+        if result.status is partition.Status.OPTIMAL:
+            assert result.bottleneck <= best * (1 + 1e-9), result.solver
+    return best
+
+
 def random_dag_instance(
     seed: int,
     num_ops: int,
