@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import networkx as nx
@@ -90,6 +91,30 @@ class RandomOps:
 
     def edge(self, u: str, v: str) -> None:
         self.dag.add_edge(u, v, bytes=float(self.rng.uniform(1e6, 3e8)))
+
+    def path(self, start: str, names: Sequence[str], edge: Callable[[str, str], None] | None = None) -> str:
+        """Ops ``names`` one after another from ``start``, each reading the one before (by
+        ``edge``, else :meth:`edge`); the last of them (``start`` when there are none)."""
+        for name in names:
+            self.node(name)
+            (edge or self.edge)(start, name)
+            start = name
+        return start
+
+    def skip_chains(
+        self, lengths: Sequence[int], skip: float, edge: Callable[[str, str], None] | None = None
+    ) -> list[str]:
+        """Two chains ``a0, a1, …`` and ``b0, b1, …`` of ``lengths`` ops, each op also reading the
+        one two back with probability ``skip`` (a residual edge); their last ops."""
+        edge = edge or self.edge
+        for tower, length in zip("ab", lengths, strict=True):
+            for i in range(length):
+                self.node(f"{tower}{i}")
+                if i:
+                    edge(f"{tower}{i - 1}", f"{tower}{i}")
+                if i >= 2 and self.rng.random() < skip:
+                    edge(f"{tower}{i - 2}", f"{tower}{i}")
+        return [f"{tower}{length - 1}" for tower, length in zip("ab", lengths, strict=True)]
 
     def instance(self, name: str, hosts: list[dict] = TWO_HOSTS) -> partition.Instance:
         """The DAG on ``hosts`` with 2-4 stages; odd seeds count a tensor once, even ones

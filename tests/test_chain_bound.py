@@ -463,11 +463,7 @@ def _blocks(seed: int) -> partition.Instance:
             edge(f"scores{layer}", last)
             edge(f"v{layer}", last)
         elif kind == "mlp":
-            node(f"up{layer}")
-            edge(norm, f"up{layer}")
-            last = f"down{layer}"
-            node(last)
-            edge(f"up{layer}", last)
+            last = ops.path(norm, [f"up{layer}", f"down{layer}"], edge)
         elif kind == "moe":
             router, last = f"router{layer}", f"combine{layer}"
             node(router)
@@ -488,12 +484,8 @@ def _blocks(seed: int) -> partition.Instance:
             last = f"join{layer}"
             node(last)
             for branch in range(int(rng.integers(2, 5))):
-                end = norm
-                for i in range(int(rng.integers(1, 4))):
-                    node(f"branch{layer}.{branch}.{i}")
-                    edge(end, f"branch{layer}.{branch}.{i}")
-                    end = f"branch{layer}.{branch}.{i}"
-                edge(end, last)
+                steps = range(int(rng.integers(1, 4)))
+                edge(ops.path(norm, [f"branch{layer}.{branch}.{i}" for i in steps], edge), last)
         node(f"add{layer}")
         edge(last, f"add{layer}")
         edge(previous, f"add{layer}")

@@ -55,15 +55,7 @@ def _two_towers(seed: int, hosts: list[dict] = TWO_HOSTS) -> partition.Instance:
     room = 10 - join - floating - cross
     lengths = [int(rng.integers(1, 5)), 0]
     lengths[1] = int(rng.integers(1, room - lengths[0] + 1))
-    ends = []
-    for tower, length in zip("ab", lengths, strict=True):
-        for i in range(length):
-            node(f"{tower}{i}")
-            if i:
-                edge(f"{tower}{i - 1}", f"{tower}{i}")
-            if i >= 2 and rng.random() < 0.3:
-                edge(f"{tower}{i - 2}", f"{tower}{i}")
-        ends.append(f"{tower}{length - 1}")
+    ends = ops.skip_chains(lengths, 0.3)
     if floating and lengths[1] >= 2:
         node("argmax", cheap=True)
         edge("b0", "argmax")
@@ -216,21 +208,10 @@ def _larger_towers(seed: int) -> partition.Instance:
         ops.dag.add_edge(u, v, bytes=float(rng.uniform(1e6, 3e8) if large else rng.uniform(1e3, 3e6)))
 
     lengths = (int(rng.integers(4, 12)), int(rng.integers(4, 12)))
-    for tower, length in zip("ab", lengths, strict=True):
-        for i in range(length):
-            node(f"{tower}{i}")
-            if i:
-                edge(f"{tower}{i - 1}", f"{tower}{i}")
-            if i >= 2 and rng.random() < 0.35:
-                edge(f"{tower}{i - 2}", f"{tower}{i}")
-    first, second = (f"{tower}{length - 1}" for tower, length in zip("ab", lengths, strict=True))
+    first, second = ops.skip_chains(lengths, 0.35, edge)
     if seed % 3 != 1:
         for j in range(int(rng.integers(1, 6))):
-            end = first
-            for step in range(int(rng.integers(1, 4))):
-                node(f"kv{j}.{step}")
-                edge(end, f"kv{j}.{step}")
-                end = f"kv{j}.{step}"
+            end = ops.path(first, [f"kv{j}.{step}" for step in range(int(rng.integers(1, 4)))], edge)
             edge(end, f"b{int(rng.integers(1, lengths[1]))}")
     if seed % 3 != 0:
         if rng.random() < 0.6:
