@@ -95,9 +95,10 @@ class RandomOps:
     def path(self, start: str, names: Sequence[str], edge: Callable[[str, str], None] | None = None) -> str:
         """Ops ``names`` one after another from ``start``, each reading the one before (by
         ``edge``, else :meth:`edge`); the last of them (``start`` when there are none)."""
+        edge = edge or self.edge
         for name in names:
             self.node(name)
-            (edge or self.edge)(start, name)
+            edge(start, name)
             start = name
         return start
 
