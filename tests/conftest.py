@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import networkx as nx
@@ -67,10 +67,11 @@ def one_output_per_op(graph: partition.OpGraph) -> partition.OpGraph:
 class RandomOps:
     """A DAG being built op by op with random costs (the hypothesis generators' shape-specific
     graphs): each op memory- or compute-bound at random, so device types' speed ratios differ
-    from op to op; ``floor`` is the least bytes a small op reads and writes."""
+    from op to op; ``floor`` is the least bytes a small op reads and writes, ``edge_bytes`` the
+    range of a tensor's bytes."""
 
-    def __init__(self, seed: int, floor: float = 1e5) -> None:
-        self.seed, self.floor = seed, floor
+    def __init__(self, seed: int, floor: float = 1e5, edge_bytes: tuple[float, float] = (1e6, 3e8)) -> None:
+        self.seed, self.floor, self.edge_bytes = seed, floor, edge_bytes
         self.rng = np.random.default_rng(seed)
         self.dag = nx.DiGraph()
 
@@ -90,43 +91,56 @@ class RandomOps:
         )
 
     def edge(self, u: str, v: str) -> None:
-        self.dag.add_edge(u, v, bytes=float(self.rng.uniform(1e6, 3e8)))
+        self.dag.add_edge(u, v, bytes=float(self.rng.uniform(*self.edge_bytes)))
 
-    def path(self, start: str, names: Sequence[str], edge: Callable[[str, str], None] | None = None) -> str:
-        """Ops ``names`` one after another from ``start``, each reading the one before (by
-        ``edge``, else :meth:`edge`); the last of them (``start`` when there are none)."""
-        edge = edge or self.edge
+    def path(self, start: str, names: Sequence[str]) -> str:
+        """Ops ``names`` one after another from ``start``, each reading the one before; the last
+        of them (``start`` when there are none)."""
         for name in names:
             self.node(name)
-            edge(start, name)
+            self.edge(start, name)
             start = name
         return start
 
-    def skip_chains(
-        self, lengths: Sequence[int], skip: float, edge: Callable[[str, str], None] | None = None
-    ) -> list[str]:
+    def skip_chains(self, lengths: Sequence[int], skip: float) -> list[str]:
         """Two chains ``a0, a1, …`` and ``b0, b1, …`` of ``lengths`` ops, each op also reading the
         one two back with probability ``skip`` (a residual edge); their last ops."""
-        edge = edge or self.edge
         for tower, length in zip("ab", lengths, strict=True):
             for i in range(length):
                 self.node(f"{tower}{i}")
                 if i:
-                    edge(f"{tower}{i - 1}", f"{tower}{i}")
+                    self.edge(f"{tower}{i - 1}", f"{tower}{i}")
                 if i >= 2 and self.rng.random() < skip:
-                    edge(f"{tower}{i - 2}", f"{tower}{i}")
+                    self.edge(f"{tower}{i - 2}", f"{tower}{i}")
         return [f"{tower}{length - 1}" for tower, length in zip("ab", lengths, strict=True)]
 
-    def instance(self, name: str, hosts: list[dict] = TWO_HOSTS) -> partition.Instance:
-        """The DAG on ``hosts`` with 2-4 stages; odd seeds count a tensor once, even ones
-        per destination; every third seed one output tensor per op, read by all its successors
-        (an MoE layer's hidden state)."""
+    def instance(
+        self,
+        name: str,
+        hosts: list[dict] = TWO_HOSTS,
+        stages: tuple[int, int] = (2, 4),
+        shared_outputs: bool | None = None,
+    ) -> partition.Instance:
+        """The DAG on ``hosts`` with ``stages`` (fewest, most; at most one a device) stages; odd
+        seeds count a tensor once, even ones per destination; with ``shared_outputs`` (by default
+        every third seed) one output tensor per op, read by all its successors (an MoE layer's
+        hidden state)."""
         cluster = partition.parse_cluster({"name": "hosts", "hosts": hosts, "inter_host_link": "ib-hdr"})
         graph = partition.graph_from_networkx(self.dag, f"{name}-{self.seed}")
-        if self.seed % 3 == 0:
+        if shared_outputs is None:
+            shared_outputs = self.seed % 3 == 0
+        if shared_outputs:
             graph = one_output_per_op(graph)
         mode = "once" if self.seed % 2 else "per-destination"
-        return partition.make_instance(graph, cluster, int(self.rng.integers(2, 5)), comm_mode=mode)
+        fewest, most = stages
+        count = int(self.rng.integers(fewest, min(most, len(cluster.devices)) + 1))
+        return partition.make_instance(graph, cluster, count, comm_mode=mode)
+
+    def larger_instance(self, name: str, shared_outputs: bool = False) -> partition.Instance:
+        """:meth:`instance` on one of :data:`LARGER_CLUSTERS` (by seed) with 4-8 stages."""
+        return self.instance(
+            name, LARGER_CLUSTERS[self.seed // 3 % len(LARGER_CLUSTERS)], (4, 8), shared_outputs
+        )
 
 
 def best_checked_bottleneck(instance: partition.Instance, seconds: float = 20.0) -> float | None:

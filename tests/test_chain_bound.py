@@ -11,14 +11,12 @@ import networkx as nx
 import numpy as np
 import pytest
 from conftest import (
-    LARGER_CLUSTERS,
     PAIRED_HOSTS,
     TWIN_HOSTS,
     TWO_HOSTS,
     TYPED_HOSTS,
     RandomOps,
     best_checked_bottleneck,
-    one_output_per_op,
     random_dag_instance,
 )
 from generated import small_instances
@@ -431,12 +429,8 @@ def _blocks(seed: int) -> partition.Instance:
     to four experts of one or two ops, a combine) or branches into a join (Inception), between an
     embedding and a head: about 15-70 ops, 4-8 stages on 6-8 devices; tensors of at most 3 MB (every
     fourth seed up to 300 MB); every fifth seed one output tensor per op."""
-    ops = RandomOps(seed)
-    rng, node = ops.rng, ops.node
-    large = seed % 4 == 3
-
-    def edge(u: str, v: str) -> None:
-        ops.dag.add_edge(u, v, bytes=float(rng.uniform(1e6, 3e8) if large else rng.uniform(1e3, 3e6)))
+    ops = RandomOps(seed, edge_bytes=(1e6, 3e8) if seed % 4 == 3 else (1e3, 3e6))
+    rng, node, edge = ops.rng, ops.node, ops.edge
 
     node("embed")
     mask = rng.random() < 0.5
@@ -463,7 +457,7 @@ def _blocks(seed: int) -> partition.Instance:
             edge(f"scores{layer}", last)
             edge(f"v{layer}", last)
         elif kind == "mlp":
-            last = ops.path(norm, [f"up{layer}", f"down{layer}"], edge)
+            last = ops.path(norm, [f"up{layer}", f"down{layer}"])
         elif kind == "moe":
             router, last = f"router{layer}", f"combine{layer}"
             node(router)
@@ -485,21 +479,14 @@ def _blocks(seed: int) -> partition.Instance:
             node(last)
             for branch in range(int(rng.integers(2, 5))):
                 steps = range(int(rng.integers(1, 4)))
-                edge(ops.path(norm, [f"branch{layer}.{branch}.{i}" for i in steps], edge), last)
+                edge(ops.path(norm, [f"branch{layer}.{branch}.{i}" for i in steps]), last)
         node(f"add{layer}")
         edge(last, f"add{layer}")
         edge(previous, f"add{layer}")
         previous = f"add{layer}"
     node("head")
     edge(previous, "head")
-    hosts = LARGER_CLUSTERS[seed // 3 % len(LARGER_CLUSTERS)]
-    cluster = partition.parse_cluster({"name": "hosts", "hosts": hosts, "inter_host_link": "ib-hdr"})
-    graph = partition.graph_from_networkx(ops.dag, f"blocks-{seed}")
-    if seed % 5 == 0:
-        graph = one_output_per_op(graph)
-    mode = "once" if seed % 2 else "per-destination"
-    stages = int(rng.integers(4, min(8, len(cluster.devices)) + 1))
-    return partition.make_instance(graph, cluster, stages, comm_mode=mode)
+    return ops.larger_instance("blocks", shared_outputs=seed % 5 == 0)
 
 
 @settings(max_examples=LARGER_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -11,7 +11,6 @@ import networkx as nx
 import numpy as np
 import pytest
 from conftest import (
-    LARGER_CLUSTERS,
     PAIRED_HOSTS,
     SPANNING_HOSTS,
     TWIN_HOSTS,
@@ -106,11 +105,8 @@ def _projected_towers(seed: int, hosts: list[dict] = TWO_HOSTS) -> partition.Ins
     five hung ops (the key and value projections), each read by an op of a
     second chain; tensors of at most 1 MB, so that compute sets the bottleneck; at most 10 ops.
     With the segments relaxed to cells, parts inside the hung one get the knapsack floor."""
-    ops = RandomOps(seed)
-    rng, node = ops.rng, ops.node
-
-    def edge(u: str, v: str) -> None:
-        ops.dag.add_edge(u, v, bytes=float(rng.uniform(1e3, 1e6)))
+    ops = RandomOps(seed, edge_bytes=(1e3, 1e6))
+    rng, node, edge = ops.rng, ops.node, ops.edge
 
     first, chains = int(rng.integers(1, 3)), int(rng.integers(3, 6))
     second = 10 - first - chains
@@ -200,18 +196,13 @@ def _larger_towers(seed: int) -> partition.Instance:
     into the second's middle (T5), a mask that most of the second tower reads, a cheap path over
     it and a join (CLIP); 4-8 stages on 6-8 devices; tensors of at most 3 MB (every fourth seed
     up to 300 MB), so that compute often sets the bottleneck and the bound lies close to it."""
-    ops = RandomOps(seed)
-    rng, node = ops.rng, ops.node
-    large = seed % 4 == 3
-
-    def edge(u: str, v: str) -> None:
-        ops.dag.add_edge(u, v, bytes=float(rng.uniform(1e6, 3e8) if large else rng.uniform(1e3, 3e6)))
-
+    ops = RandomOps(seed, edge_bytes=(1e6, 3e8) if seed % 4 == 3 else (1e3, 3e6))
+    rng, node, edge = ops.rng, ops.node, ops.edge
     lengths = (int(rng.integers(4, 12)), int(rng.integers(4, 12)))
-    first, second = ops.skip_chains(lengths, 0.35, edge)
+    first, second = ops.skip_chains(lengths, 0.35)
     if seed % 3 != 1:
         for j in range(int(rng.integers(1, 6))):
-            end = ops.path(first, [f"kv{j}.{step}" for step in range(int(rng.integers(1, 4)))], edge)
+            end = ops.path(first, [f"kv{j}.{step}" for step in range(int(rng.integers(1, 4)))])
             edge(end, f"b{int(rng.integers(1, lengths[1]))}")
     if seed % 3 != 0:
         if rng.random() < 0.6:
@@ -228,12 +219,7 @@ def _larger_towers(seed: int) -> partition.Instance:
             node("join")
             edge(first, "join")
             edge(second, "join")
-    hosts = LARGER_CLUSTERS[seed // 3 % len(LARGER_CLUSTERS)]
-    cluster = partition.parse_cluster({"name": "hosts", "hosts": hosts, "inter_host_link": "ib-hdr"})
-    graph = partition.graph_from_networkx(ops.dag, f"larger-{seed}")
-    mode = "once" if seed % 2 else "per-destination"
-    stages = int(rng.integers(4, min(8, len(cluster.devices)) + 1))
-    return partition.make_instance(graph, cluster, stages, comm_mode=mode)
+    return ops.larger_instance("larger")
 
 
 @settings(max_examples=LARGER_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
