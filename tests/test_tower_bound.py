@@ -193,9 +193,10 @@ def test_never_above_the_optimum_on_two_towers(seed, resolutions, generate, host
 def _larger_towers(seed: int) -> partition.Instance:
     """Two chains of 4-11 ops (skip edges at random) with what the small generators add one at
     a time, together: one to five hung chains of one to three ops from the first tower's end
-    into the second's middle (T5), a mask that most of the second tower reads, a cheap path over
-    it and a join (CLIP); 4-8 stages on 6-8 devices; tensors of at most 3 MB (every fourth seed
-    up to 300 MB), so that compute often sets the bottleneck and the bound lies close to it."""
+    into the second's middle, read by one or two ops there (T5), a mask that most of the second
+    tower reads, a cheap path over it and a join (CLIP); 4-8 stages on 6-8 devices; tensors of at
+    most 3 MB (every fourth seed up to 300 MB), so that compute often sets the bottleneck and the
+    bound lies close to it."""
     ops = RandomOps(seed, edge_bytes=(1e6, 3e8) if seed % 4 == 3 else (1e3, 3e6))
     rng, node, edge = ops.rng, ops.node, ops.edge
     lengths = (int(rng.integers(4, 12)), int(rng.integers(4, 12)))
@@ -203,7 +204,8 @@ def _larger_towers(seed: int) -> partition.Instance:
     if seed % 3 != 1:
         for j in range(int(rng.integers(1, 6))):
             end = ops.path(first, [f"kv{j}.{step}" for step in range(int(rng.integers(1, 4)))])
-            edge(end, f"b{int(rng.integers(1, lengths[1]))}")
+            for reader in sorted({int(rng.integers(1, lengths[1])) for _ in range(int(rng.integers(1, 3)))}):
+                edge(end, f"b{reader}")  # a tensor each: one maker may make several hung tensors
     if seed % 3 != 0:
         if rng.random() < 0.6:
             node("mask", cheap=bool(rng.random() < 0.5))
@@ -228,7 +230,7 @@ def test_never_above_the_solvers_placements_on_larger_towers(seed, relaxed) -> N
     # brute force stops at ten ops and four stages; here the relaxation's parts meet at the
     # zoo's k (group changes over several stages, hung chains for several layers, a mask's
     # receipts), and the reference is usually optimal: on seeds 0-59 cp-sat proves all 60, and
-    # the bound lies within 1% of 19, within 0.01% of 12 (9 have no towers; bench/scoreboard.md,
+    # the bound lies within 1% of 20, within 0.01% of 15 (8 have no towers; bench/scoreboard.md,
     # *A larger cross-check*). ``relaxed``: every segment in cells.
     instance = _larger_towers(seed)
     best = best_checked_bottleneck(instance)
