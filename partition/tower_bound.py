@@ -97,14 +97,14 @@ the work its end's cut may hold less what its start's surely holds (T5 on 8 H100
 0.3714 → 0.3729 ms; on A100/L4/T4, 0.6901 → 0.7016). A part that may make some pays the price
 less a maker's hung tensors (the costliest maker's) per maker whose *own* ancestors past the
 boundary (those no other maker descends from: T5's projection, reshape and transpose, not the
-encoder's last op) its work can hold: a maker it holds without them has one in its start's cut, so the stage
-receives one of their inner tensors instead — the difference, when cheaper, is spared too, and
-so are the inner tensors the least receipts of ``A`` may already charge; a start whose cut holds
-less than an own ancestor's root has no such maker (T5 on A100/L4/T4 at k = 8, where a hung
-tensor costs 15.5 µs and a chain 17.7 µs of an A100, decoder stages that held a chain or two
-paid none of the other hung tensors their layers read: 0.70431 → 0.71997 ms). A later start
-then may cost more, so past the hung segment's boundary every point is extended, not only the
-undominated ones.
+encoder's last op) its work can hold: a maker it holds without them has one in its start's
+cut, so the stage receives one of their inner tensors instead — the difference, when cheaper,
+is spared too, and so are the inner tensors the least receipts of ``A`` may already charge; a
+start whose cut holds less than an own ancestor's root has no such maker (T5 on A100/L4/T4 at
+k = 8, where a hung tensor costs 15.5 µs and a chain 17.7 µs of an A100, decoder stages that
+held a chain or two paid none of the other hung tensors their layers read: 0.70431 → 0.71997
+ms). A later start then may cost more, so past the hung segment's boundary every point is
+extended, not only the undominated ones.
 
 **Broadcast tensors.** The relaxation keeps a mask's first reader (and those near it), but every
 reader still reads it. A part whose start's cut holds every kept reader, and so the mask's
@@ -783,8 +783,8 @@ def _precedences(x: _Measured, y: _Measured, links: tuple[tuple[str, str], ...])
 
 def _receipts(y: _Measured, tensors: list[tuple[str, float, list[str]]]) -> tuple[np.ndarray, np.ndarray]:
     """``(E, S)`` (rows × types) that charge each part of ``y`` the hung tensors (maker, bytes,
-    readers) it certainly reads, on each type's best link, when added to its ends and starts: a part
-    from row ``b`` to ``b'`` holds a reader of a tensor when ``b`` lies at or before the boundary
+    readers) it certainly reads, on each type's best link, when added to its ends and starts: a
+    part from row ``b`` to ``b'`` holds a reader of a tensor when ``b`` lies at or before the boundary
     before every reader's segment and ``b'`` at or beyond the boundary after some reader's.
     ``E(b')`` is the time of the tensors some reader of which lies in a segment ending at or
     before ``b'``, ``S(b)`` that of the tensors some reader of which lies in a segment starting
@@ -1082,8 +1082,8 @@ class _Hung:
     from group ``a`` to ``a'`` holds at most ``upper[a'] − max(lower[a], floor)`` of the work
     past the boundary, and its start's cut at most ``upper[a] − floor``. ``makers``: what the
     makers of the hung tensors need (:class:`_Makers`); per type, ``largest`` the most time of
-    the hung tensors one maker makes, ``total`` of them all, and ``passed`` what :meth:`spared` adds once
-    the start's cut may hold a maker's own ancestor."""
+    the hung tensors one maker makes, ``total`` of them all, and ``passed`` what
+    :meth:`spared` adds once the start's cut may hold a maker's own ancestor."""
 
     tower: _Tower
     boundary: int
@@ -1771,10 +1771,8 @@ def _hung_costs(
     times = _transfer_times(y.instance, [size for _, size, _ in tensors])
     # one maker may make several hung tensors (a tensor per reader): a stage holding it spares
     # them all (a seven-op chain with skip edges on two hosts: a bound of 103 ms over 78)
-    made_by = [maker for maker, _, _ in tensors]
-    per_maker = np.array(
-        [times[[m == maker for m in made_by]].sum(axis=0) for maker in dict.fromkeys(made_by)]
-    )
+    made_by = np.array([maker for maker, _, _ in tensors])
+    per_maker = np.array([times[made_by == maker].sum(axis=0) for maker in dict.fromkeys(made_by)])
     largest, total = np.max(per_maker, axis=0), np.sum(times, axis=0)
     passed = np.zeros_like(largest)
     if needs.inner:
