@@ -17,7 +17,7 @@ from conftest import random_dag_instance
 
 import partition
 from partition import bench
-from partition.cli import main
+from partition.cli import bench_cmd, main
 from partition.jsonio import dumps, write_atomic
 from partition.placement import Status
 from partition.solvers import _REGISTRY, Capabilities, Outcome, Scope, Solver
@@ -168,6 +168,32 @@ def test_a_jobs_threads_reach_its_solver_and_its_cpu_limit(monkeypatch, tmp_path
     _write_instances(tmp_path / "inst")
     assert main(["bench", str(tmp_path / "inst"), "--threads", "0", "-o", str(tmp_path / "o")]) == 2
     assert "--threads must be at least 1, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("cores", "jobs", "threads"), [(2, 2, 1), (2, 1, 2), (8, 3, 2), (1, 4, 1)])
+def test_a_jobs_threads_share_the_usable_cores_unless_told(
+    monkeypatch, tmp_path: Path, cores: int, jobs: int, threads: int
+) -> None:
+    monkeypatch.setattr(bench_cmd, "usable_cores", lambda: cores)
+    _write_instances(tmp_path / "inst")
+    out = tmp_path / "o"
+    assert (
+        main(
+            [
+                "bench",
+                str(tmp_path / "inst"),
+                "--solvers",
+                "uniform",
+                "--jobs",
+                str(jobs),
+                "-o",
+                str(out),
+                "-q",
+            ]
+        )
+        == 0
+    )
+    assert json.loads((out / "results.json").read_text())["settings"]["threads"] == threads
 
 
 def test_auto_is_benchmarked_as_users_run_it() -> None:

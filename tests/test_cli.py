@@ -184,3 +184,18 @@ def test_bad_input_is_one_clear_line(tmp_path: Path, case: str, message: str) ->
     lines = run.stderr.strip().splitlines()
     assert len(lines) >= 1 and "Traceback" not in run.stderr
     assert message in lines[-1], run.stderr
+
+
+@pytest.mark.parametrize(("cores", "threads"), [(1, 1), (2, 2), (32, 8)])
+def test_solve_uses_the_usable_cores_unless_told(
+    monkeypatch, tmp_path: Path, cores: int, threads: int, capsys
+) -> None:
+    # the zoo's targets are set on two cores, where auto polishes its starts at once
+    monkeypatch.setattr(partition.api, "usable_cores", lambda: cores)
+    source = str(LIGHT / "light_squeezenet.onnx")
+    common = ["solve", source, "--cluster", "homo-4a100", "--stages", "2", "--solver", "uniform", "-q"]
+    assert main([*common, "-o", str(tmp_path / "default.json")]) == 0
+    assert main([*common, "--threads", "1", "-o", str(tmp_path / "one.json")]) == 0
+    told = json.loads((tmp_path / "one.json").read_text())["solver"]["settings"]["threads"]
+    assert json.loads((tmp_path / "default.json").read_text())["solver"]["settings"]["threads"] == threads
+    assert told == 1

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 from pathlib import Path
 
 from .. import bench
+from ..api import usable_cores
 from ..errors import InputError
 from ..solvers import solver_names
 
@@ -42,16 +42,17 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "--jobs",
         "-j",
         type=int,
-        default=os.cpu_count() or 1,
+        default=usable_cores(),
         metavar="N",
-        help="parallel jobs (default: cores)",
+        help="parallel jobs (default: the usable cores)",
     )
     parser.add_argument(
         "--threads",
         type=int,
-        default=1,
+        default=None,
         metavar="N",
-        help="solver threads per job (default 1; keep jobs × threads within the cores)",
+        help="solver threads per job (default: the usable cores over the jobs, at least 1;"
+        " keep jobs × threads within the cores)",
     )
     parser.add_argument(
         "-o",
@@ -72,12 +73,13 @@ def run(args: argparse.Namespace) -> int:
     solvers = bench.check_solvers(args.solvers.split(",") if args.solvers else solver_names())
     entries = bench.collect(sources)
     bench.check_outputs(args.output, args.force)
+    threads = max(1, usable_cores() // max(args.jobs, 1)) if args.threads is None else args.threads
     results = bench.run(
         entries,
         solvers,
         time_limit=args.time_limit,
         jobs=args.jobs,
-        threads=args.threads,
+        threads=threads,
         progress=not args.quiet,
         command=" ".join(
             [
@@ -86,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
                 if len(sources) <= 4
                 else f"<{len(sources)} sources: see results.json>",
                 f"--solvers {','.join(solvers)} --time-limit {args.time_limit:g} --jobs {args.jobs}"
-                f" --threads {args.threads}",
+                f" --threads {threads}",
             ]
         ),
     )

@@ -25,14 +25,15 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "--seed",
         type=int,
         default=0,
-        help="seed of the randomised searches: with one thread and a time limit no search reaches,"
+        help="seed of the randomised searches: with --threads 1 and a time limit no search reaches,"
         " the same input gives byte-identical output",
     )
     parser.add_argument(
         "--threads",
         type=int,
-        default=1,
-        help="solver threads: CP-SAT workers, and the polish of several starts at once (default 1)",
+        default=None,
+        help="solver threads: CP-SAT workers, and the polish of several starts at once"
+        " (default: the usable cores, at most 8)",
     )
     add_output(parser, "placement JSON")
     add_quiet(parser)
