@@ -98,6 +98,28 @@ def test_cp_sat_after_ideal_dp_starts_from_its_placement(monkeypatch) -> None:
     assert auto.status is partition.Status.OPTIMAL
 
 
+def test_under_auto_cp_sat_gets_one_worker_whatever_the_threads(monkeypatch) -> None:
+    # without its LP one worker proves the zoo's optima sooner than two (bert_legacy on
+    # A100/L4/T4 at k = 8: 28 s against none in 60 s); the threads go to the polish. Asked for
+    # by name, CP-SAT gets them all.
+    workers = []
+    solve = CpSat.solve
+
+    def recorded(self, instance, settings):
+        workers.append(settings.threads)
+        return solve(self, instance, settings)
+
+    monkeypatch.setattr(CpSat, "solve", recorded)
+    after_ideal_dp = random_dag_instance(1, 9, hosts=TWO_HOSTS, stages=3, shared_outputs=True)
+    chosen = partition.load_instance("instances/v1/mixtral_moe.hetero-h200-h100-a100-v100.k8.json.gz")
+    assert _choose_solver(chosen)[0] == "cp-sat"
+    partition.solve(after_ideal_dp, time_limit=30, threads=2)
+    partition.solve(chosen, time_limit=5, threads=2)
+    assert workers == [1, 1]
+    partition.solve(after_ideal_dp, "cp-sat", time_limit=30, threads=2)
+    assert workers == [1, 1, 2]
+
+
 def test_the_polish_also_starts_from_the_compute_balanced_split() -> None:
     # Where the polish ends depends on where it starts: on bert_legacy over 2 x 8 A100 at k = 16
     # the order DP's split (0.3328 ms) settled at 0.2844 ms, the compute-balanced one (0.3128)
