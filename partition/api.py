@@ -82,11 +82,6 @@ _UNUSED_SHARE = 0.9  # of the time anytime left, for those bounds (the rest: the
 _AUTO_POLISH_STARTS = ("balanced-time",)
 _AUTO_POLISH_START_SLACK = 1.1
 _EVALUATION_SHARE = 0.02  # of the time limit, kept after the polish for the final evaluation
-# Under auto, CP-SAT's whole model gets one worker whatever the threads (they serve the polish):
-# without its LP (cp_sat.solver_parameters) one worker proves the zoo's optima sooner than two,
-# whose portfolio (even of no-LP subsolvers) did not prove bert_legacy on A100/L4/T4 at k = 8 in
-# 60 s, where one does in 27-29 s (Mixtral there 5.6 s against 23.4; bench/scoreboard.md)
-_AUTO_CP_SAT_WORKERS = 1
 # solve's threads by default: the cores this process may use, at most this many (a polish per
 # start, and anytime's rounded witnesses beyond the first few seldom end better)
 _MAX_DEFAULT_THREADS = 8
@@ -275,13 +270,7 @@ def _polish_with_cp_sat(
         return "ideal-dp", first, ()
     try:
         second = get_solver("cp-sat").solve(
-            instance,
-            replace(
-                settings,
-                time_limit=remaining,
-                threads=_AUTO_CP_SAT_WORKERS,
-                warm_start=first.placement,
-            ),
+            instance, replace(settings, time_limit=remaining, warm_start=first.placement)
         )
     except Exception as error:  # the ideal-dp placement stands; a polish must not lose it
         return "ideal-dp", first, (f"auto: cp-sat polish failed ({type(error).__name__}: {error})",)
@@ -468,8 +457,6 @@ def _solve(
     ideal_dp_share, cp_sat_share = _auto_shares(instance)
     if auto and name == "ideal-dp" and settings.time_limit is not None:
         first = replace(settings, time_limit=_ideal_dp_seconds(settings.time_limit, ideal_dp_share))
-    elif auto and name == "cp-sat":
-        first = replace(settings, threads=_AUTO_CP_SAT_WORKERS)
     name, outcome, fallback_notes = _run_solver(instance, name, first, auto)
     # Before any polish, so that a bound meeting the incumbent ends ``auto`` at once.
     bound = max(bound, outcome.lower_bound)

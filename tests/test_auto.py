@@ -82,39 +82,20 @@ def test_cp_sat_gets_most_of_the_time_where_its_model_is_small() -> None:
     assert _auto_shares(large) == (0.55, 0.0)
 
 
-@pytest.fixture
-def cp_sat_settings(monkeypatch) -> list[Settings]:
-    """The settings of every CP-SAT solve of the test, in order."""
-    calls: list[Settings] = []
+def test_cp_sat_after_ideal_dp_starts_from_its_placement(monkeypatch) -> None:
+    instance = random_dag_instance(1, 9, hosts=TWO_HOSTS, stages=3, shared_outputs=True)
+    starts = []
     solve = CpSat.solve
 
     def recorded(self, instance, settings):
-        calls.append(settings)
+        starts.append(settings.warm_start)
         return solve(self, instance, settings)
 
     monkeypatch.setattr(CpSat, "solve", recorded)
-    return calls
-
-
-def test_cp_sat_after_ideal_dp_starts_from_its_placement(cp_sat_settings) -> None:
-    instance = random_dag_instance(1, 9, hosts=TWO_HOSTS, stages=3, shared_outputs=True)
     auto = partition.solve(instance, time_limit=30)
     alone = partition.solve(instance, "ideal-dp")
-    assert cp_sat_settings and cp_sat_settings[0].warm_start == alone.placement
+    assert starts and starts[0] == alone.placement
     assert auto.status is partition.Status.OPTIMAL
-
-
-def test_under_auto_cp_sat_gets_one_worker_whatever_the_threads(cp_sat_settings) -> None:
-    # without its LP one worker proves the zoo's optima sooner than two (bert_legacy on
-    # A100/L4/T4 at k = 8: 28 s against none in 60 s); the threads go to the polish. Asked for
-    # by name, CP-SAT gets them all.
-    after_ideal_dp = random_dag_instance(1, 9, hosts=TWO_HOSTS, stages=3, shared_outputs=True)
-    chosen = partition.load_instance("instances/v1/mixtral_moe.hetero-h200-h100-a100-v100.k8.json.gz")
-    assert _choose_solver(chosen)[0] == "cp-sat"
-    partition.solve(after_ideal_dp, time_limit=30, threads=2)
-    partition.solve(chosen, time_limit=5, threads=2)
-    partition.solve(after_ideal_dp, "cp-sat", time_limit=30, threads=2)
-    assert [settings.threads for settings in cp_sat_settings] == [1, 1, 2]
 
 
 def test_the_polish_also_starts_from_the_compute_balanced_split() -> None:

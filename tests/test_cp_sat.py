@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -11,11 +12,13 @@ from conftest import LIGHT, TWO_HOSTS, random_dag_instance
 from exhaustive import exhaustive_optimum
 from global_cases import larger_instance, medium_instance, packing_infeasible_instance, small_instances
 from hypothesis import given, settings
+from ortools.sat.python import cp_model
 
 import partition
 from partition.cli import main
 from partition.evaluator import evaluate
 from partition.solvers import Settings, get_solver
+from partition.solvers.lns import polish
 from partition.solvers.lp_bound import lp_lower_bound
 
 
@@ -77,6 +80,28 @@ def test_same_answer_with_fixed_seed_and_one_thread() -> None:
     second = partition.solve(instance, "cp-sat", time_limit=30, seed=3, threads=1)
     assert first.status is partition.Status.OPTIMAL
     assert first.placement == second.placement
+
+
+def test_the_whole_model_is_searched_on_one_worker_and_the_polish_windows_on_every_thread(
+    monkeypatch,
+) -> None:
+    # without its LP one worker proves sooner than CP-SAT's portfolio of two (bert_legacy on
+    # A100/L4/T4 at k = 8: 14.8 s against not in 60 s); the windows keep the LP and the threads
+    workers = []
+    solve = cp_model.CpSolver.Solve
+
+    def recorded(self, model, *args, **kwargs):
+        workers.append((self.parameters.num_workers, self.parameters.linearization_level))
+        return solve(self, model, *args, **kwargs)
+
+    monkeypatch.setattr(cp_model.CpSolver, "Solve", recorded)
+    instance = random_dag_instance(1, 9, hosts=TWO_HOSTS, stages=3, shared_outputs=True)
+    result = partition.solve(instance, "cp-sat", time_limit=30, threads=2)
+    assert result.status is partition.Status.OPTIMAL and workers and set(workers) == {(1, 0)}
+    workers.clear()
+    start = get_solver("order-dp").solve(instance, Settings()).placement
+    polish(instance, start, Settings(threads=2), time.perf_counter() + 5)
+    assert workers and set(workers) == {(2, 1)}
 
 
 def test_cli_proves_the_optimum_of_a_real_model(tmp_path: Path, capsys) -> None:

@@ -32,7 +32,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "--threads",
         type=int,
         default=None,
-        help="solver threads: CP-SAT's workers (one under auto), and the polish of several starts at once"
+        help="solver threads: the polish of several starts at once and its CP-SAT windows' workers"
+        " (CP-SAT's whole model runs on one)"
         " (default: the usable cores, at most 8)",
     )
     add_output(parser, "placement JSON")

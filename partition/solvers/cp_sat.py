@@ -37,11 +37,11 @@ within that many units per term of a device's capacity may be rejected). Ties in
 bottleneck are not broken by latency.
 
 The solve starts from the best of the order DP's split of the graph's topological order and the
-balanced-time and uniform baselines (``AddHint``), and honours the time limit, thread count and
-seed of :class:`Settings` (one thread and a fixed seed give the same answer on every run that
-ends before the limit). The limit counts from the start of :meth:`CpSat.solve`: building the
-model stops at the deadline, and with less time left than the build took the warm start is
-returned without a search.
+balanced-time and uniform baselines (``AddHint``), and honours the time limit and seed of
+:class:`Settings` (a fixed seed gives the same answer on every run that ends before the limit:
+the search runs on one worker, :func:`solver_parameters`). The limit counts from the start of
+:meth:`CpSat.solve`: building the model stops at the deadline, and with less time left than
+the build took the warm start is returned without a search.
 """
 
 from __future__ import annotations
@@ -356,9 +356,14 @@ def model_unit(data: StageModelData, lower_bound: float) -> float:
 def solver_parameters(
     solver: cp_model.CpSolver, settings: Settings, deadline: float, *, with_lp: bool = False
 ) -> None:
-    """Threads, seed and the time left until ``deadline`` (``perf_counter`` time; ``inf``: none),
+    """Workers, seed and the time left until ``deadline`` (``perf_counter`` time; ``inf``: none),
     and whether the search keeps CP-SAT's LP relaxation (``with_lp``; see below)."""
-    solver.parameters.num_workers = max(1, settings.threads)
+    # Without the LP the whole model's search runs on one worker, whatever the threads: with two
+    # CP-SAT runs a portfolio of its own that proves later (bert_legacy on A100/L4/T4 at k = 8:
+    # optimal in 14.8 s with one, 5.94% at 60 s with two; even of no-LP subsolvers alone, under
+    # auto, none in 60 s against 29 s; Mixtral there 5.6 s against 23.4). The polish's windows,
+    # with the LP, take the threads they are given (bench/scoreboard.md, *The cores by default*).
+    solver.parameters.num_workers = max(1, settings.threads) if with_lp else 1
     solver.parameters.random_seed = settings.seed
     # OR-Tools 9.15: the presolve step that detects included linear constraints cut off optimal
     # solutions of this model (wrong optima and wrong INFEASIBLE, found by the exhaustive tests,
