@@ -177,22 +177,8 @@ def test_a_jobs_threads_share_the_usable_cores_unless_told(
     monkeypatch.setattr(bench_cmd, "usable_cores", lambda: cores)
     _write_instances(tmp_path / "inst")
     out = tmp_path / "o"
-    assert (
-        main(
-            [
-                "bench",
-                str(tmp_path / "inst"),
-                "--solvers",
-                "uniform",
-                "--jobs",
-                str(jobs),
-                "-o",
-                str(out),
-                "-q",
-            ]
-        )
-        == 0
-    )
+    command = ["bench", str(tmp_path / "inst"), "--solvers", "uniform", "--jobs", str(jobs), "-o", str(out)]
+    assert main([*command, "-q"]) == 0
     assert json.loads((out / "results.json").read_text())["settings"]["threads"] == threads
 
 
