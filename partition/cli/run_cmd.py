@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
+from ..api import usable_cores
 from ..errors import InputError
 from ..export import load_pipeline
 from ..jsonio import read_json
@@ -63,7 +63,7 @@ def _table(report: RunReport) -> str:
         f"throughput {report.throughput_per_s:.4g}/s  latency {report.latency_s * 1e3:.4g} ms"
         f"  ({report.microbatches} micro-batches, one thread per stage)"
     )
-    cores = len(os.sched_getaffinity(0))
+    cores = usable_cores()
     if report.load_average > cores:
         lines.append(
             f"note: load average {report.load_average:.1f} on {cores} cores: wall times include time"
