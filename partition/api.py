@@ -353,14 +353,15 @@ def _ranking(instance: Instance, placement: Placement) -> tuple[float, float]:
 
 
 def _with_structural_bound(
-    instance: Instance, outcome: Outcome, bound: float, budget: float, last: bool
+    instance: Instance, outcome: Outcome, bound: float, budget: float, last: bool, threads: int
 ) -> tuple[float, tuple[str, ...]]:
     """``bound`` raised to the dominator-chain or two-tower bound (:mod:`.chain_bound`,
     :mod:`.tower_bound`) when that is higher, with a note saying which. The relaxations are
     bisected below the incumbent's bottleneck, their only use of the placement, so they are
     computed once, within ``budget`` seconds. When it is the ``last`` step before the time
     limit, a probe still running at the end of ``budget`` gives up (CLIP on four types at k = 8
-    ended 1.3–4 s past 60 s); otherwise it finishes, taking the time from the polish after it."""
+    ended 1.3–4 s past 60 s); otherwise it finishes, taking the time from the polish after it.
+    Nothing else runs meanwhile, so its probes use the solver's ``threads``."""
     if outcome.placement is None:
         return bound, ()
     bottleneck = evaluate(instance, outcome.placement).bottleneck
@@ -368,7 +369,12 @@ def _with_structural_bound(
         return bound, ()
     deadline = time.perf_counter() + budget
     value, name = structural_lower_bound(
-        instance, bottleneck, floor=bound, deadline=deadline, give_up=deadline if last else None
+        instance,
+        bottleneck,
+        floor=bound,
+        deadline=deadline,
+        give_up=deadline if last else None,
+        workers=threads,
     )
     if value <= bound:
         return bound, ()
@@ -467,7 +473,7 @@ def _solve(
         # most of the time the search left (converged early), to refine its cells
         left = started + time_limit - time.perf_counter()
         bound_budget = _UNUSED_SHARE * left
-    bound, bound_notes = _with_structural_bound(instance, outcome, bound, bound_budget, last)
+    bound, bound_notes = _with_structural_bound(instance, outcome, bound, bound_budget, last, threads)
     if auto and name == "ideal-dp":
         name, outcome, polish_notes = _polish_with_cp_sat(
             instance, outcome, bound, settings, started, cp_sat_share

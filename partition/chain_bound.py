@@ -176,6 +176,7 @@ import numpy as np
 
 from .branches import branch_labels
 from .coarsen import _UnionFind
+from .forked_probes import FeasibleMany
 from .instance import Instance
 
 _IDEAL_LIMIT = 8192  # a segment with more ideals is relaxed to cells ...
@@ -2614,25 +2615,37 @@ def _narrowed(
     upper: float | None = None,
     share: float = _GAP_SHARE,
     gallop: bool = True,
+    stride: float = _GALLOP,
+    many: tuple[int, FeasibleMany] | None = None,
 ) -> float:
     """``lower`` raised, and ``high`` lowered, by bisection until they are within
     :data:`_RELATIVE_GAP`, or below a known bottleneck ``upper`` within ``share`` of
     the gap ``upper − lower`` (the gap the bound certifies moves by as little: 8.00% against
     8.01%, where a probe of the chain bound on the 110k-op MoE takes 0.3 s), or until the deadline
-    would pass during the next probe (taken to last as long as the one before); ``lower`` stays
-    rejected. Below ``upper``, from a known ``lower`` and with ``gallop`` the probes first
-    gallop up from it (:data:`_GALLOP` above, then twice as far …) until one is admitted."""
-    probe = 0.0
-    step = _GALLOP if gallop and upper is not None and lower > 0 else 0.0
+    would pass during the next round of probes (taken to last as long as the one before);
+    ``lower`` stays rejected. Below ``upper``, from a known ``lower`` and with ``gallop`` the
+    probes first gallop up from it (``stride`` above, then twice as far …) until one is admitted.
+    With ``many = (width, test)``, ``test`` probes ``width`` values at once
+    (:func:`~partition.forked_probes.forked_probes`): the gallop's next ``width`` steps, then
+    the points that split the bracket into ``width + 1`` equal parts; the largest value rejected
+    is the new ``lower``, the least admitted the new ``high``."""
+    width, test = many if many is not None else (1, lambda values: [feasible(v) for v in values])
+    round_seconds = 0.0
+    step = stride if gallop and upper is not None and lower > 0 else 0.0
     while high - lower > max(_RELATIVE_GAP * high, 0.0 if upper is None else share * (upper - lower)):
-        if deadline is not None and time.perf_counter() + probe > deadline:
+        if deadline is not None and time.perf_counter() + round_seconds > deadline:
             break
         started = time.perf_counter()
-        galloping = step > 0 and lower * (1 + step) < high
-        middle = lower * (1 + step) if galloping else (lower + high) / 2
-        if feasible(middle):
-            high, step = middle, 0.0
-        else:
-            lower, step = middle, 2 * step if galloping else 0.0
-        probe = time.perf_counter() - started
+        values, value, stretch = [], lower, step
+        while step > 0 and len(values) < width and value * (1 + stretch) < high:
+            value, stretch = value * (1 + stretch), 2 * stretch
+            values.append(value)
+        if not values:  # bisecting (or the gallop's next step is past ``high``)
+            step = stretch = 0.0
+            values = [(lower * (width + 1 - j) + high * j) / (width + 1) for j in range(1, width + 1)]
+        admitted = test(values)
+        lower = max([lower, *(v for v, yes in zip(values, admitted, strict=True) if not yes)])
+        high = min([high, *(v for v, yes in zip(values, admitted, strict=True) if yes)])
+        step = 0.0 if any(admitted) else stretch
+        round_seconds = time.perf_counter() - started
     return lower

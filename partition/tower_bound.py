@@ -221,6 +221,7 @@ from .chain_bound import (
 from .cluster import Device
 from .coarsen import _adjacency
 from .costs import CostTable
+from .forked_probes import forked_probes
 from .instance import CommMode, Instance
 
 _SPAN = 0.05  # of the ops: an op whose one input is made further back than this heads a hung chain
@@ -1801,12 +1802,14 @@ def tower_lower_bound(
     floor: float = 0.0,
     deadline: float | None = None,
     give_up: float | None = None,
+    workers: int = 1,
 ) -> float:
     """The largest bottleneck the two-tower relaxation proves infeasible in ``(floor, upper)``
     (``upper`` a known bottleneck, ``floor`` a known bound), or ``floor`` when it proves none or
     ``instance`` is not made of two towers. ``deadline`` (``time.perf_counter`` seconds) stops
     the bisection and the refinement early; every value found infeasible by then is valid. A
-    probe with group changes running at ``give_up`` (a hard end) stops, proving nothing."""
+    probe with group changes running at ``give_up`` (a hard end) stops, proving nothing; with
+    ``workers`` of them, as many probes run at once (:mod:`partition.forked_probes`)."""
     found = towers(instance)
     late = _past(deadline)
     if found is None or not np.isfinite(upper) or floor >= upper or late:
@@ -1837,7 +1840,13 @@ def tower_lower_bound(
         assert across_product is not None  # built before at this resolution
         sending = across_product.sender is not None and 2 * across_product.across_cells <= _ACROSS_STATES
         across = functools.partial(across_product.feasible_across, deadline=give_up, sending=sending)
-        best = max(best, _raised(across, best, upper, deadline) * (1 - _SAFETY))
+        # a probe costs about a whole plain pass and under a deadline only a few run: galloping
+        # up from the plain bound spends them below it where bisecting from the middle of the
+        # gap spent them above (T5 on four types at k = 8, ``auto`` at 60 s: 5.54% → 5.27%)
+        with forked_probes(across, workers) as many:
+            together = None if many is None else (workers, many)
+            raised = _narrowed(across, best, upper, deadline, upper, 0.0, stride=_ACROSS_STEP, many=together)
+        best = max(best, raised * (1 - _SAFETY))
     # the broadcast tensors' receipts slow every search of the second tower, and the maker's
     # sends double the points: a pass of their own at the finest resolution, after the group
     # changes (which lift the mixed clusters' bounds more and were timed by the plain passes)
@@ -2103,28 +2112,6 @@ def _traced_above(
     return None
 
 
-def _raised(feasible: Callable[[float], bool], lower: float, high: float, deadline: float | None) -> float:
-    """``lower`` (rejected by ``feasible``) raised by probes :data:`_ACROSS_STEP`, twice, four
-    times … as far above it while they are rejected, then bisected as
-    :func:`~partition.chain_bound._narrowed` does. A probe of the pass with group changes costs
-    about a whole pass of the plain one, and under a deadline only a few run: bisecting from the
-    middle of ``(lower, high)`` spent them above the bound (T5 on four types at k = 8, ``auto`` at
-    60 s: 5.54% with bisection, 5.27% with this)."""
-    stride, probe = _ACROSS_STEP, 0.0
-    while lower * (1 + stride) < high:
-        if deadline is not None and time.perf_counter() + probe > deadline:
-            return lower
-        started = time.perf_counter()
-        value = lower * (1 + stride)
-        rejected = not feasible(value)
-        probe = time.perf_counter() - started
-        if not rejected:
-            high = value
-            break
-        lower, stride = value, 2 * stride
-    return _narrowed(feasible, lower, high, None if deadline is None else deadline - probe)
-
-
 def structural_lower_bound(
     instance: Instance,
     upper: float,
@@ -2132,14 +2119,18 @@ def structural_lower_bound(
     floor: float = 0.0,
     deadline: float | None = None,
     give_up: float | None = None,
+    workers: int = 1,
 ) -> tuple[float, str]:
     """The two-tower bound where it proves more than ``floor``, else the dominator-chain bound
     (:func:`~partition.chain_bound.chain_lower_bound`), with the name of the relaxation that
     gave it (``""`` when neither rises above ``floor``). Where towers are found, the chain's
     largest segment holds most of the ops, so its relaxed cells add nothing (CLIP on
-    ``hetero-a100-l4-t4`` at k = 4: 0.92 against 1.36 ms) and would only spend the time left."""
+    ``hetero-a100-l4-t4`` at k = 4: 0.92 against 1.36 ms) and would only spend the time left.
+    ``workers``: the two-tower bisection's probes run at once (:func:`tower_lower_bound`)."""
     value, name = floor, ""
-    tower = tower_lower_bound(instance, upper, floor=floor, deadline=deadline, give_up=give_up)
+    tower = tower_lower_bound(
+        instance, upper, floor=floor, deadline=deadline, give_up=give_up, workers=workers
+    )
     if tower > value:
         return tower, "two-tower relaxation"
     if _past(deadline):

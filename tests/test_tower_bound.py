@@ -589,10 +589,13 @@ def test_a_probe_with_group_changes_gives_up_at_the_deadline(monkeypatch) -> Non
     instance = _hung_towers(102, PAIRED_HOSTS)
     optimum = partition.solve(instance, "brute-force").bottleneck
     probes = []
-    raised = tower_bound._raised
-    monkeypatch.setattr(
-        tower_bound, "_raised", lambda feasible, *args: probes.append(feasible) or raised(feasible, *args)
-    )
+    forked = tower_bound.forked_probes
+
+    def recorded(feasible, workers):
+        probes.append(feasible)
+        return forked(feasible, workers)
+
+    monkeypatch.setattr(tower_bound, "forked_probes", recorded)
     across = tower_lower_bound(instance, optimum)
     probe = probes[0]  # the product's feasible_across, with the call's deadline (none here)
     assert not probe(0.999 * across)

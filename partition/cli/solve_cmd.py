@@ -32,8 +32,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "--threads",
         type=int,
         default=None,
-        help="solver threads: the polish of several starts at once and its CP-SAT windows' workers;"
-        " CP-SAT's whole model runs on one (default: the usable cores, at most 8)",
+        help="solver threads: the polish of several starts at once and its CP-SAT windows' workers,"
+        " and the two-tower bound's probes at once; CP-SAT's whole model runs on one"
+        " (default: the usable cores, at most 8)",
     )
     add_output(parser, "placement JSON")
     add_quiet(parser)

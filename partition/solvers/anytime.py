@@ -597,7 +597,9 @@ class _Search:
         if self.best_placement is None or len(self.instance.graph.ops) > _STRUCTURAL_BOUND_OPS:
             return False
         deadline = time.perf_counter() + max(seconds, 0.0)
-        value, name = structural_lower_bound(self.instance, self.best[0], floor=self.bound, deadline=deadline)
+        value, name = structural_lower_bound(
+            self.instance, self.best[0], floor=self.bound, deadline=deadline, workers=self.settings.threads
+        )
         if value > self.bound:
             self.bound, self.bound_source = value, name
         return self.best[0] <= self.bound * (1 + _PROVEN)

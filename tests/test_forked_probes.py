@@ -1,0 +1,72 @@
+"""Probes run at once in forked children, and the bisection that rounds them up."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+import pytest
+
+from partition.chain_bound import _RELATIVE_GAP, _narrowed
+from partition.forked_probes import forked_probes
+
+THRESHOLD = 0.7314159  # the least value the tests' relaxation admits
+
+
+def _admits(value: float) -> bool:
+    return value >= THRESHOLD
+
+
+def test_the_probes_run_at_once_in_forked_children() -> None:
+    # Each probe waits at a barrier for the other: probed one after the other they would
+    # break it (10 s) and the pool would raise. The children hold the parent's closure as it
+    # was at the fork, and answer in the values' order.
+    parent = os.getpid()
+    both = multiprocessing.get_context("fork").Barrier(2, timeout=10)
+
+    def in_a_child(value: float) -> bool:
+        both.wait()
+        return os.getpid() != parent and _admits(value)
+
+    with forked_probes(in_a_child, 2) as many:
+        assert many is not None
+        assert many([0.9, 0.5]) == [True, False]
+
+
+def test_one_worker_probes_in_the_callers_process() -> None:
+    with forked_probes(_admits, 1) as many:
+        assert many is None
+
+
+@pytest.mark.parametrize("upper", [None, 1.0])
+def test_probing_two_values_a_round_narrows_to_the_same_threshold_in_fewer_rounds(upper) -> None:
+    # The largest rejected value and the least admitted one bracket the threshold each round:
+    # two values a round split it in three, so the bracket closes in fewer rounds; with one
+    # value a round (``many`` or not) the probes are the bisection's.
+    rounds: dict[int, list[list[float]]] = {1: [], 2: []}
+
+    def counted(width: int):
+        def test(values):
+            rounds[width].append(list(values))
+            return [_admits(v) for v in values]
+
+        return width, test
+
+    found = {width: _narrowed(_admits, 0.5, 1.0, None, upper, 0.0, many=counted(width)) for width in (1, 2)}
+    for lower in found.values():
+        assert THRESHOLD * (1 - 2 * _RELATIVE_GAP) < lower < THRESHOLD
+    assert len(rounds[2]) < len(rounds[1])
+    assert all(len(values) == 2 for values in rounds[2][-3:])  # the gallop's last step may probe one
+    assert _narrowed(_admits, 0.5, 1.0, None, upper, 0.0) == found[1]
+    if upper is not None:  # galloping from 0.5: 0.5005, 0.5015, 0.5035 … two steps a round
+        assert rounds[2][0] == pytest.approx([0.5005, 0.5005 * 1.002])
+        assert [values[0] for values in rounds[1][:2]] == rounds[2][0]
+
+
+def test_a_round_that_contradicts_itself_keeps_the_rejected_value() -> None:
+    # A probe giving up at its deadline admits its value, maybe one below a value another
+    # probe rejects: the bracket then closes on the rejected value, which stays proven.
+    def contradictory(values):
+        return [True, False]
+
+    assert _narrowed(_admits, 0.5, 1.0, None, many=(2, contradictory)) == pytest.approx(5 / 6)
