@@ -158,14 +158,16 @@ def test_the_bound_gets_a_second_turn_before_the_polish(monkeypatch) -> None:
     )
     budgets: list[float] = []
 
-    def second_turn_meets(instance, upper, *, floor, deadline):
+    def second_turn_meets(instance, upper, *, floor, deadline, workers):
+        assert workers == 3  # the bound's probes run on the solver's threads
         budgets.append(deadline - time.perf_counter())
         return (floor, "") if len(budgets) == 1 else (upper, "a recorded bound")
 
     monkeypatch.setattr(partition.solvers.anytime, "structural_lower_bound", second_turn_meets)
     messages: list[str] = []
     limit = 8.0
-    result = get_solver("anytime").solve(instance, Settings(time_limit=limit, progress=messages.append))
+    settings = Settings(time_limit=limit, threads=3, progress=messages.append)
+    result = get_solver("anytime").solve(instance, settings)
     assert len(budgets) == 2
     assert budgets[0] <= 0.1 * limit < budgets[1] <= 0.5 * limit
     assert any("structural bound met" in m for m in messages)
@@ -192,16 +194,18 @@ def test_the_chain_bound_gets_the_time_an_early_search_left(monkeypatch) -> None
             return Outcome(placement, Status.FEASIBLE, 0.0, ())
 
     budgets: list[float] = []
+    workers: list[int] = []
 
-    def recording(instance, upper, *, floor, deadline, give_up):
+    def recording(instance, upper, *, floor, deadline, give_up, **kwargs):
         budgets.append(deadline - time.perf_counter())
+        workers.append(kwargs["workers"])
         return floor, ""
 
     monkeypatch.setitem(partition.solvers._REGISTRY, "anytime", _Quick)
     monkeypatch.setattr(partition.api, "structural_lower_bound", recording)
-    partition.solve(instance, "anytime", time_limit=20.0)
-    partition.solve(instance, "uniform", time_limit=20.0)
-    assert len(budgets) == 2
+    partition.solve(instance, "anytime", time_limit=20.0, threads=3)
+    partition.solve(instance, "uniform", time_limit=20.0, threads=1)
+    assert len(budgets) == 2 and workers == [3, 1]  # the bound's probes run on the solver's threads
     assert budgets[0] > 0.7 * 20.0  # 80% of the ~20 s left
     assert budgets[1] <= 0.1 * 20.0 + 1e-6  # any other solver keeps the 10% share
 
