@@ -30,11 +30,12 @@ def _inherited_probe(value: float) -> bool:
 @contextmanager
 def forked_probes(feasible: Feasible, workers: int) -> Iterator[FeasibleMany | None]:
     """``feasible`` of several values at once, each in one of ``workers`` forked processes
-    (their answers in the values' order), or ``None`` where one worker is asked for or the
-    platform cannot fork: the caller then probes one value at a time in its own process. The
-    children end with the context."""
+    (their answers in the values' order), or ``None`` where one worker is asked for or forking
+    is not the platform's default way to start a process (macOS, where system libraries may
+    not survive a fork, and Windows): the caller then probes one value at a time in its own
+    process. The children end with the context."""
     global _inherited
-    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if workers < 2 or multiprocessing.get_all_start_methods()[0] != "fork":
         yield None
         return
     # a child flushes its copy of the parent's buffers when it ends: empty them first

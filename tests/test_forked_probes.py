@@ -33,8 +33,12 @@ def test_the_probes_run_at_once_in_forked_children() -> None:
         assert many([0.9, 0.5]) == [True, False]
 
 
-def test_one_worker_probes_in_the_callers_process() -> None:
+def test_one_worker_or_no_default_fork_probes_in_the_callers_process(monkeypatch) -> None:
     with forked_probes(_admits, 1) as many:
+        assert many is None
+    # macOS lists fork among its start methods, but its default is spawn
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn", "fork", "forkserver"])
+    with forked_probes(_admits, 2) as many:
         assert many is None
 
 
