@@ -176,7 +176,7 @@ import numpy as np
 
 from .branches import branch_labels
 from .coarsen import _UnionFind
-from .forked_probes import FeasibleMany
+from .forked_probes import Probes, one_at_a_time
 from .instance import Instance
 
 _IDEAL_LIMIT = 8192  # a segment with more ideals is relaxed to cells ...
@@ -2616,7 +2616,7 @@ def _narrowed(
     share: float = _GAP_SHARE,
     gallop: bool = True,
     stride: float = _GALLOP,
-    many: tuple[int, FeasibleMany] | None = None,
+    many: Probes | None = None,
 ) -> float:
     """``lower`` raised, and ``high`` lowered, by bisection until they are within
     :data:`_RELATIVE_GAP`, or below a known bottleneck ``upper`` within ``share`` of
@@ -2625,11 +2625,11 @@ def _narrowed(
     would pass during the next round of probes (taken to last as long as the one before);
     ``lower`` stays rejected. Below ``upper``, from a known ``lower`` and with ``gallop`` the
     probes first gallop up from it (``stride`` above, then twice as far …) until one is admitted.
-    With ``many = (width, test)``, ``test`` probes ``width`` values at once
-    (:func:`~partition.forked_probes.forked_probes`): the gallop's next ``width`` steps, then
-    the points that split the bracket into ``width + 1`` equal parts; the largest value rejected
-    is the new ``lower``, the least admitted the new ``high``."""
-    width, test = many if many is not None else (1, lambda values: [feasible(v) for v in values])
+    With ``many = (width, test)`` (:func:`~partition.forked_probes.forked_probes`), each round
+    probes ``width`` values at once: the gallop's next ``width`` steps, then the points that
+    split the bracket into ``width + 1`` equal parts; the largest value rejected is the new
+    ``lower``, the least admitted the new ``high``."""
+    width, test = many if many is not None else one_at_a_time(feasible)
     round_seconds = 0.0
     step = stride if gallop and upper is not None and lower > 0 else 0.0
     while high - lower > max(_RELATIVE_GAP * high, 0.0 if upper is None else share * (upper - lower)):

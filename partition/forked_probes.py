@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 Feasible = Callable[[float], bool]
-FeasibleMany = Callable[[Sequence[float]], list[bool]]
+# how many values a round probes at once, and the test of a round's values (answers in order)
+Probes = tuple[int, Callable[[Sequence[float]], list[bool]]]
 
 # The test a forked pool's children run: set before the fork, so that each child holds it
 # (a closure over tables of hundreds of megabytes, which pickling would copy per probe).
@@ -27,16 +28,20 @@ def _inherited_probe(value: float) -> bool:
     return _inherited(value)
 
 
+def one_at_a_time(feasible: Feasible) -> Probes:
+    """``feasible`` as :data:`Probes` of one value a round, in the caller's process."""
+    return 1, lambda values: [feasible(value) for value in values]
+
+
 @contextmanager
-def forked_probes(feasible: Feasible, workers: int) -> Iterator[FeasibleMany | None]:
-    """``feasible`` of several values at once, each in one of ``workers`` forked processes
-    (their answers in the values' order), or ``None`` where one worker is asked for or forking
-    is not the platform's default way to start a process (macOS, where system libraries may
-    not survive a fork, and Windows): the caller then probes one value at a time in its own
-    process. The children end with the context."""
+def forked_probes(feasible: Feasible, workers: int) -> Iterator[Probes]:
+    """``feasible`` of ``workers`` values at once, each in a forked process; or
+    :func:`one_at_a_time` where one worker is asked for or forking is not the platform's
+    default way to start a process (macOS, where system libraries may not survive a fork, and
+    Windows). The children end with the context."""
     global _inherited
     if workers < 2 or multiprocessing.get_all_start_methods()[0] != "fork":
-        yield None
+        yield one_at_a_time(feasible)
         return
     # a child flushes its copy of the parent's buffers when it ends: empty them first
     sys.stdout.flush()
@@ -44,6 +49,6 @@ def forked_probes(feasible: Feasible, workers: int) -> Iterator[FeasibleMany | N
     _inherited = feasible
     try:
         with multiprocessing.get_context("fork").Pool(workers) as pool:
-            yield lambda values: pool.map(_inherited_probe, values, chunksize=1)
+            yield workers, lambda values: pool.map(_inherited_probe, values, chunksize=1)
     finally:
         _inherited = None

@@ -1848,8 +1848,7 @@ def tower_lower_bound(
         # up from the plain bound spends them below it where bisecting from the middle of the
         # gap spent them above (T5 on four types at k = 8, ``auto`` at 60 s: 5.54% → 5.27%)
         with forked_probes(across, workers) as many:
-            together = None if many is None else (workers, many)
-            raised = _narrowed(across, best, upper, deadline, upper, 0.0, stride=_ACROSS_STEP, many=together)
+            raised = _narrowed(across, best, upper, deadline, upper, 0.0, stride=_ACROSS_STEP, many=many)
         best = max(best, raised * (1 - _SAFETY))
     # the broadcast tensors' receipts slow every search of the second tower, and the maker's
     # sends double the points: a pass of their own at the finest resolution, after the group

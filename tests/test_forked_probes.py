@@ -28,18 +28,23 @@ def test_the_probes_run_at_once_in_forked_children() -> None:
         both.wait()
         return os.getpid() != parent and _admits(value)
 
-    with forked_probes(in_a_child, 2) as many:
-        assert many is not None
-        assert many([0.9, 0.5]) == [True, False]
+    with forked_probes(in_a_child, 2) as (width, test):
+        assert width == 2
+        assert test([0.9, 0.5]) == [True, False]
 
 
 def test_one_worker_or_no_default_fork_probes_in_the_callers_process(monkeypatch) -> None:
-    with forked_probes(_admits, 1) as many:
-        assert many is None
+    parent = os.getpid()
+
+    def in_the_parent(value: float) -> bool:
+        return os.getpid() == parent and _admits(value)
+
+    with forked_probes(in_the_parent, 1) as (width, test):
+        assert width == 1 and test([0.9]) == [True]
     # macOS lists fork among its start methods, but its default is spawn
     monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn", "fork", "forkserver"])
-    with forked_probes(_admits, 2) as many:
-        assert many is None
+    with forked_probes(in_the_parent, 2) as (width, test):
+        assert width == 1 and test([0.9]) == [True]
 
 
 @pytest.mark.parametrize("upper", [None, 1.0])
