@@ -156,8 +156,8 @@ CLIP over A100/L4/T4 at k = 8 had the text tower's first stage compute 0.7888 of
 send nothing for the causal mask that three later stages read; with them 0.80236 → 0.80850 ms.
 Its probes take seconds (6 s on CLIP over four types at k = 8), so with several workers (the
 solver's threads) a round probes as many values at once, each in a forked process
-(:mod:`partition.forked_probes`, :func:`~partition.chain_bound._narrowed`): there the bound
-in `auto`'s minute rose from 0.52310 to 0.52485 ms with two.
+(:mod:`partition.forked_probes`, :func:`~partition.chain_bound._narrowed`): there, with no
+deadline, the bound reaches 0.52500 ms in 68.8 s with two workers against 100.2 s with one.
 
 **A type on several hosts.** With one type on both hosts of 2 × 8 A100 there is one group, and
 every tensor is priced at NVLink. The same instance with a type per host
