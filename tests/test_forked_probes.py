@@ -51,7 +51,7 @@ def test_one_worker_or_no_default_fork_probes_in_the_callers_process(monkeypatch
 def test_probing_two_values_a_round_narrows_to_the_same_threshold_in_fewer_rounds(upper) -> None:
     # The largest rejected value and the least admitted one bracket the threshold each round:
     # two values a round split it in three, so the bracket closes in fewer rounds; with one
-    # value a round (``many`` or not) the probes are the bisection's.
+    # value a round the probes are the bisection's before rounds, one by one.
     rounds: dict[int, list[list[float]]] = {1: [], 2: []}
 
     def counted(width: int):
@@ -66,10 +66,26 @@ def test_probing_two_values_a_round_narrows_to_the_same_threshold_in_fewer_round
         assert THRESHOLD * (1 - 2 * _RELATIVE_GAP) < lower < THRESHOLD
     assert len(rounds[2]) < len(rounds[1])
     assert all(len(values) == 2 for values in rounds[2][-3:])  # the gallop's last step may probe one
-    assert _narrowed(_admits, 0.5, 1.0, None, upper, 0.0) == found[1]
+    assert [value for values in rounds[1] for value in values] == _bisection(0.5, 1.0, upper)
     if upper is not None:  # galloping from 0.5: 0.5005, 0.5015, 0.5035 … two steps a round
         assert rounds[2][0] == pytest.approx([0.5005, 0.5005 * 1.002])
         assert [values[0] for values in rounds[1][:2]] == rounds[2][0]
+
+
+def _bisection(lower: float, high: float, upper: float | None) -> list[float]:
+    """The values the one-at-a-time bisection probed before rounds (session 41's ``_narrowed``
+    with share 0): from a known ``lower`` below ``upper`` a gallop of 1e-3, doubling, until a
+    value is admitted or the next passes ``high``, then the midpoints."""
+    probed, step = [], 1e-3 if upper is not None else 0.0
+    while high - lower > _RELATIVE_GAP * high:
+        galloping = step > 0 and lower * (1 + step) < high
+        middle = lower * (1 + step) if galloping else (lower + high) / 2
+        probed.append(middle)
+        if _admits(middle):
+            high, step = middle, 0.0
+        else:
+            lower, step = middle, 2 * step if galloping else 0.0
+    return probed
 
 
 def test_a_round_that_contradicts_itself_keeps_the_rejected_value() -> None:

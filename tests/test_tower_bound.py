@@ -602,6 +602,25 @@ def test_a_probe_with_group_changes_gives_up_at_the_deadline(monkeypatch) -> Non
     assert probe.func(0.999 * across, deadline=time.perf_counter() - 1.0)
 
 
+def test_the_pass_with_group_changes_probes_on_the_workers_it_is_given(monkeypatch) -> None:
+    # structural_lower_bound's workers reach the pass's forked probes, whose rounds of two
+    # values bracket the same bound as the one-at-a-time bisection (both to 1e-5).
+    instance = _hung_towers(102, PAIRED_HOSTS)
+    optimum = partition.solve(instance, "brute-force").bottleneck
+    asked = []
+    forked = tower_bound.forked_probes
+
+    def recorded(feasible, workers):
+        asked.append(workers)
+        return forked(feasible, workers)
+
+    monkeypatch.setattr(tower_bound, "forked_probes", recorded)
+    alone = tower_lower_bound(instance, optimum)
+    value, name = structural_lower_bound(instance, optimum, workers=2)
+    assert asked == [1, 2] and name == "two-tower relaxation"
+    assert value == pytest.approx(alone, rel=2e-5) and value <= optimum * (1 + 1e-9)
+
+
 def test_the_pass_with_group_changes_charges_the_masks_sends(monkeypatch) -> None:
     # The stage placing a mask's maker sends it to every other stage holding a reader; the pass
     # with group changes now tracks whether the maker is placed and charges those sends, as the
