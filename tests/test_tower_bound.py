@@ -582,22 +582,28 @@ def test_the_witness_with_group_changes_is_a_path_of_its_pass(seed, generate, ho
     assert product.witness_across(bottleneck, deadline=time.perf_counter() - 1.0) is None
 
 
+def _with_recorded_probes(monkeypatch) -> tuple[partition.Instance, float, list]:
+    """Two hung towers on two hosts of two devices (seed 102, k = 4), their optimum, and the
+    ``(test, workers)`` each call of the pass with group changes hands to ``forked_probes``."""
+    instance = _hung_towers(102, PAIRED_HOSTS)
+    asked: list = []
+    forked = tower_bound.forked_probes
+
+    def recorded(feasible, workers):
+        asked.append((feasible, workers))
+        return forked(feasible, workers)
+
+    monkeypatch.setattr(tower_bound, "forked_probes", recorded)
+    return instance, partition.solve(instance, "brute-force").bottleneck, asked
+
+
 def test_a_probe_with_group_changes_gives_up_at_the_deadline(monkeypatch) -> None:
     # One such probe can outlast the whole plain pass (CLIP on four types at k = 8: 5 s against
     # 0.3 s, which made auto end 1.3–4 s past a 60-s limit): past the deadline it admits the
     # bottleneck, proving nothing, so the bound stays valid and the call ends on time.
-    instance = _hung_towers(102, PAIRED_HOSTS)
-    optimum = partition.solve(instance, "brute-force").bottleneck
-    probes = []
-    forked = tower_bound.forked_probes
-
-    def recorded(feasible, workers):
-        probes.append(feasible)
-        return forked(feasible, workers)
-
-    monkeypatch.setattr(tower_bound, "forked_probes", recorded)
+    instance, optimum, asked = _with_recorded_probes(monkeypatch)
     across = tower_lower_bound(instance, optimum)
-    probe = probes[0]  # the product's feasible_across, with the call's deadline (none here)
+    probe = asked[0][0]  # the product's feasible_across, with the call's deadline (none here)
     assert not probe(0.999 * across)
     assert probe.func(0.999 * across, deadline=time.perf_counter() - 1.0)
 
@@ -605,19 +611,10 @@ def test_a_probe_with_group_changes_gives_up_at_the_deadline(monkeypatch) -> Non
 def test_the_pass_with_group_changes_probes_on_the_workers_it_is_given(monkeypatch) -> None:
     # structural_lower_bound's workers reach the pass's forked probes, whose rounds of two
     # values bracket the same bound as the one-at-a-time bisection (both to 1e-5).
-    instance = _hung_towers(102, PAIRED_HOSTS)
-    optimum = partition.solve(instance, "brute-force").bottleneck
-    asked = []
-    forked = tower_bound.forked_probes
-
-    def recorded(feasible, workers):
-        asked.append(workers)
-        return forked(feasible, workers)
-
-    monkeypatch.setattr(tower_bound, "forked_probes", recorded)
+    instance, optimum, asked = _with_recorded_probes(monkeypatch)
     alone = tower_lower_bound(instance, optimum)
     value, name = structural_lower_bound(instance, optimum, workers=2)
-    assert asked == [1, 2] and name == "two-tower relaxation"
+    assert [workers for _, workers in asked] == [1, 2] and name == "two-tower relaxation"
     assert value == pytest.approx(alone, rel=2e-5) and value <= optimum * (1 + 1e-9)
 
 
