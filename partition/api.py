@@ -27,7 +27,7 @@ from .instance import CommMode, Instance, Options, build_instance, load_instance
 from .placement import Placement, Result, Status
 from .solvers import Outcome, Settings, get_solver
 from .solvers.ideal_dp import ideal_count, incumbents
-from .solvers.lns import Start, polish, polish_together
+from .solvers.lns import Start, good_enough, polish, polish_together
 from .tower_bound import structural_lower_bound
 
 _OPTIMALITY_TOLERANCE = 1e-6
@@ -266,7 +266,7 @@ def _polish_with_cp_sat(
     if first.placement is None or remaining < _MIN_POLISH_SECONDS:
         return "ideal-dp", first, ()
     incumbent = evaluate(instance, first.placement).bottleneck
-    if incumbent <= max(bound, first.lower_bound) * (1 + _OPTIMALITY_TOLERANCE):
+    if settings.close_enough(incumbent, max(bound, first.lower_bound), _OPTIMALITY_TOLERANCE):
         return "ideal-dp", first, ()
     try:
         second = get_solver("cp-sat").solve(
@@ -305,7 +305,8 @@ def _polish_with_lns(
     if first.placement is None or deadline - time.perf_counter() < _MIN_POLISH_SECONDS:
         return first, ()
     best, best_key, kept = first.placement, _ranking(instance, first.placement), "the solver's placement"
-    if best_key[0] <= max(bound, first.lower_bound) * (1 + _OPTIMALITY_TOLERANCE):
+    bound = max(bound, first.lower_bound)
+    if settings.close_enough(best_key[0], bound, _OPTIMALITY_TOLERANCE):
         return first, ()
     starts, notes = [(kept, best)], []
     for name in _AUTO_POLISH_STARTS:
@@ -319,16 +320,19 @@ def _polish_with_lns(
     fitting = max(1, int((deadline - time.perf_counter()) * max(settings.threads, 1) / _MIN_POLISH_SECONDS))
     if len(starts) > fitting:
         starts = sorted(starts, key=lambda named: _ranking(instance, named[1]))[:fitting]
+    target = bound * (1 + settings.gap_limit) if settings.gap_limit > 0 else 0.0
     if settings.threads >= 2:
-        polished = polish_together(instance, [Start(start) for _, start in starts], settings, deadline)
+        polished = polish_together(
+            instance, [Start(start) for _, start in starts], settings, deadline, target=target
+        )
         reports = [report for _, report in polished]
     else:
-        reports = []
+        reports, enough = [], good_enough(target)
         for turn, (_, start) in enumerate(starts):
             share = (deadline - time.perf_counter()) / (len(starts) - turn)
-            if share < _MIN_POLISH_SECONDS:
+            if share < _MIN_POLISH_SECONDS or (enough is not None and enough(math.inf)):
                 break
-            reports.append(polish(instance, start, settings, time.perf_counter() + share))
+            reports.append(polish(instance, start, settings, time.perf_counter() + share, enough=enough))
     for (name, _), report in zip(starts, reports, strict=False):  # the turns may stop early
         notes.append(f"{report.notes[0]} (from {name})" if report.notes else f"lns: nothing from {name}")
         key = _ranking(instance, report.placement)
@@ -353,7 +357,7 @@ def _ranking(instance: Instance, placement: Placement) -> tuple[float, float]:
 
 
 def _with_structural_bound(
-    instance: Instance, outcome: Outcome, bound: float, budget: float, last: bool, threads: int
+    instance: Instance, outcome: Outcome, bound: float, budget: float, last: bool, settings: Settings
 ) -> tuple[float, tuple[str, ...]]:
     """``bound`` raised to the dominator-chain or two-tower bound (:mod:`.chain_bound`,
     :mod:`.tower_bound`) when that is higher, with a note saying which. The relaxations are
@@ -361,11 +365,12 @@ def _with_structural_bound(
     computed once, within ``budget`` seconds. When it is the ``last`` step before the time
     limit, a probe still running at the end of ``budget`` gives up (CLIP on four types at k = 8
     ended 1.3–4 s past 60 s); otherwise it finishes, taking the time from the polish after it.
-    Nothing else runs meanwhile, so its probes use the solver's ``threads``."""
+    Nothing else runs meanwhile, so its probes use the solver's threads; a bound proving the
+    placement within the settings' gap limit is enough."""
     if outcome.placement is None:
         return bound, ()
     bottleneck = evaluate(instance, outcome.placement).bottleneck
-    if not math.isfinite(bottleneck) or bottleneck <= bound * (1 + _OPTIMALITY_TOLERANCE):
+    if not math.isfinite(bottleneck) or settings.close_enough(bottleneck, bound, _OPTIMALITY_TOLERANCE):
         return bound, ()
     deadline = time.perf_counter() + budget
     value, name = structural_lower_bound(
@@ -374,7 +379,8 @@ def _with_structural_bound(
         floor=bound,
         deadline=deadline,
         give_up=deadline if last else None,
-        workers=threads,
+        workers=settings.threads,
+        gap_limit=settings.gap_limit,
     )
     if value <= bound:
         return bound, ()
@@ -402,12 +408,16 @@ def solve(
     time_limit: float | None = None,
     seed: int = 0,
     threads: int | None = None,
+    gap_limit: float = 0.0,
     progress=None,
 ) -> Result:
     """Solve ``instance`` and return an evaluated :class:`Result`.
 
     ``threads`` defaults to :func:`default_threads`; with one thread and a time limit no search
-    reaches, the same input gives the same placement.
+    reaches, the same input gives the same placement. ``gap_limit`` (relative, in ``[0, 1)``):
+    stop once the placement is proven within it of the optimum (``auto`` and the solvers with
+    that capability: the anytime search, ideal-dp, cp-sat, milp), as a MIP solver's relative
+    gap limit does; the status then stays ``feasible`` unless the bound meets the placement.
 
     The placement is re-checked by the independent evaluator; an invalid one is a solver bug
     and raises :class:`SolverError`. The reported bound is the best of the solver's own and
@@ -420,13 +430,14 @@ def solve(
         threads = default_threads()
     if threads < 1:
         raise InputError(f"threads must be at least 1, got {threads}")
+    if not 0 <= gap_limit < 1:
+        raise InputError(f"gap limit must be at least 0 and below 1 (100%), got {gap_limit:g}")
+    settings = Settings(seed=seed, threads=threads, gap_limit=gap_limit, progress=progress)
     with reuse():  # auto's choice, the anytime search and the end share the chain bound's build
-        return _solve(instance, solver, time_limit, seed, threads, progress)
+        return _solve(instance, solver, time_limit, settings)
 
 
-def _solve(
-    instance: Instance, solver: str, time_limit: float | None, seed: int, threads: int, progress
-) -> Result:
+def _solve(instance: Instance, solver: str, time_limit: float | None, settings: Settings) -> Result:
     started = time.perf_counter()
     auto = solver == "auto"
     if auto and time_limit is None:
@@ -438,7 +449,7 @@ def _solve(
     solver_limit = None
     if time_limit is not None:
         solver_limit = max(0.0, time_limit * (1 - _STRUCTURAL_BOUND_SHARE) - (time.perf_counter() - started))
-    settings = Settings(time_limit=solver_limit, seed=seed, threads=threads, progress=progress)
+    settings = replace(settings, time_limit=solver_limit)
     limit = implementation.capabilities.max_ops
     if limit is not None and len(instance.graph.ops) > limit:
         raise SolverError(
@@ -447,7 +458,13 @@ def _solve(
     reason = infeasibility_reason(instance)
     # Both cheap (array arithmetic), valid for every placement, so every solver's result gets them.
     bound = max(trivial_lower_bound(instance), aggregate_lower_bound(instance))
-    recorded = {"time_limit": time_limit, "seed": seed, "threads": threads, "requested": solver}
+    recorded = {
+        "time_limit": time_limit,
+        "seed": settings.seed,
+        "threads": settings.threads,
+        "requested": solver,
+        "gap_limit": settings.gap_limit,
+    }
     if reason is not None:
         return Result(
             instance.name,
@@ -473,7 +490,7 @@ def _solve(
         # most of the time the search left (converged early), to refine its cells
         left = started + time_limit - time.perf_counter()
         bound_budget = _UNUSED_SHARE * left
-    bound, bound_notes = _with_structural_bound(instance, outcome, bound, bound_budget, last, threads)
+    bound, bound_notes = _with_structural_bound(instance, outcome, bound, bound_budget, last, settings)
     if auto and name == "ideal-dp":
         name, outcome, polish_notes = _polish_with_cp_sat(
             instance, outcome, bound, settings, started, cp_sat_share
@@ -498,6 +515,8 @@ def _solve(
         status = Status.OPTIMAL
     elif status is Status.OPTIMAL and implementation.capabilities.scope.value != "global":
         status = Status.FEASIBLE
+    if settings.gap_limit > 0 and settings.close_enough(evaluation.bottleneck, bound, _OPTIMALITY_TOLERANCE):
+        notes = (*notes, f"gap limit {settings.gap_limit:.2%} met")
     return Result(instance.name, status, name, recorded, wall, bound, outcome.placement, evaluation, notes)
 
 

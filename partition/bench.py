@@ -247,7 +247,9 @@ def _peak_rss_mb() -> float:
     return peak / (1024.0 * 1024.0) if sys.platform == "darwin" else peak / 1024.0
 
 
-def run_job(instance: Instance, solver: str, time_limit: float, threads: int = 1) -> Row:
+def run_job(
+    instance: Instance, solver: str, time_limit: float, threads: int = 1, gap_limit: float = 0.0
+) -> Row:
     """Solve in this process with a hard stop; every failure becomes a row, not an exception."""
     limit = hard_limit(time_limit)
     used = resource.getrusage(resource.RUSAGE_SELF)
@@ -263,7 +265,7 @@ def run_job(instance: Instance, solver: str, time_limit: float, threads: int = 1
     started = time.perf_counter()
     status, bottleneck, bound, error = ERROR, None, None, ""
     try:
-        result = solve(instance, solver, time_limit=time_limit, threads=threads)
+        result = solve(instance, solver, time_limit=time_limit, threads=threads, gap_limit=gap_limit)
         status, bottleneck, bound = result.status.value, result.bottleneck, result.lower_bound
         elapsed = result.wall_time
     except _HardTimeout:
@@ -317,12 +319,14 @@ def _context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def _isolated(context, instance: Instance, solver: str, time_limit: float, threads: int) -> Row:
+def _isolated(
+    context, instance: Instance, solver: str, time_limit: float, threads: int, gap_limit: float = 0.0
+) -> Row:
     """``run_job`` in a fresh process of its own; a dead worker becomes an error row."""
     started = time.perf_counter()
     try:
         with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-            return pool.submit(run_job, instance, solver, time_limit, threads).result()
+            return pool.submit(run_job, instance, solver, time_limit, threads, gap_limit).result()
     except BrokenProcessPool:
         error = "worker process died (crash in native code, or killed at the CPU-time limit)"
     except Exception as failure:  # e.g. the instance cannot be sent to the worker
@@ -364,17 +368,21 @@ def run(
     time_limit: float,
     jobs: int,
     threads: int = 1,
+    gap_limit: float = 0.0,
     progress: bool = True,
     command: str = "",
 ) -> BenchResults:
     """Run every solver on every instance, ``jobs`` at a time with ``threads`` solver threads
-    each, and score the rows."""
+    each, each job stopping once proven within ``gap_limit`` (:func:`partition.solve`), and
+    score the rows."""
     if time_limit <= 0:
         raise InputError(f"--time-limit must be positive, got {time_limit}")
     if jobs < 1:
         raise InputError(f"--jobs must be at least 1, got {jobs}")
     if threads < 1:
         raise InputError(f"--threads must be at least 1, got {threads}")
+    if not 0 <= gap_limit < 1:
+        raise InputError(f"--gap-limit must be at least 0 and below 100%, got {gap_limit:g}")
     solvers = check_solvers(solvers)
     pairs = [(e, s) for e in entries for s in solvers]
     bar = Progress(len(pairs), progress)
@@ -382,7 +390,9 @@ def run(
     started = time.perf_counter()
     rows: dict[tuple[str, str], Row] = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(_isolated, context, e.instance, s, time_limit, threads) for e, s in pairs]
+        futures = [
+            pool.submit(_isolated, context, e.instance, s, time_limit, threads, gap_limit) for e, s in pairs
+        ]
         for future in as_completed(futures):
             row = future.result()
             rows[(row.instance, row.solver)] = row
@@ -396,6 +406,7 @@ def run(
         "hard_limit_s": hard_limit(time_limit),
         "jobs": jobs,
         "threads": threads,
+        "gap_limit": gap_limit,
         "started_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "wall_time_s": time.perf_counter() - started,
     }

@@ -2343,6 +2343,7 @@ def chain_lower_bound(
     *,
     deadline: float | None = None,
     give_up: float | None = None,
+    gap_limit: float = 0.0,
 ) -> float:
     """The largest bottleneck the relaxation proves infeasible (0 when none is found).
 
@@ -2356,8 +2357,10 @@ def chain_lower_bound(
     brackets the bisection; ``deadline`` (``time.perf_counter`` seconds) stops early — every
     infeasible value met so far is already a valid bound. A probe started before it finishes,
     unless ``give_up`` (a hard end: the caller's time limit) passes first: it then admits its
-    bottleneck, proving nothing.
+    bottleneck, proving nothing. With a ``gap_limit`` (relative), a bound proving ``upper`` within
+    it is enough: every pass probes that value first and the search ends once it is proven.
     """
+    goal = goal_of(upper, gap_limit)
     instance, builder, pairs, references = _prepared(instance)
     references = list(references)  # sorted below; the builder's own list stays fastest first
     builder.bracket(np.inf if upper is None else upper)
@@ -2378,14 +2381,14 @@ def chain_lower_bound(
         started = time.perf_counter()
         positions, _ = _positions(builder, references[0])
         relaxation = _Relaxation(instance, positions, hosts=True)
-        best = builder.proven = _bisect(relaxation, best, upper, deadline, give_up)
+        best = builder.proven = _bisect(relaxation, best, upper, deadline, give_up, goal=goal)
         builder.nested_deadline = min(builder.nested_deadline, deadline - 2 * (time.perf_counter() - started))
-        if time.perf_counter() > deadline:
+        if time.perf_counter() > deadline or _reached(best, goal):
             return best
     builder.price_nested = True
     built: dict[int, tuple[_Positions, bool]] = {}
     if pairs is not None and len(references) > 1:
-        references, built, best = _ranked(instance, builder, references, best, upper, deadline, give_up)
+        references, built, best = _ranked(instance, builder, references, best, upper, deadline, give_up, goal)
     building = 0.0  # the last positions' time: a reference that cannot build its own is left
     for reference in references:
         builder.cells = _CELLS
@@ -2412,8 +2415,10 @@ def chain_lower_bound(
                     return best  # its first probes, near the incumbent and at the floor, are not timed
                 relaxation = _Relaxation(instance, positions, links, hosts=True)
                 best = builder.proven = max(
-                    best, _bisect(relaxation, best, upper, deadline, give_up, share, first)
+                    best, _bisect(relaxation, best, upper, deadline, give_up, share, first, goal)
                 )
+                if _reached(best, goal):
+                    return best
             if not relaxed or _past(deadline):
                 return best
             # a finer pass that cannot finish still raises the bound (its probes gallop up from
@@ -2422,7 +2427,7 @@ def chain_lower_bound(
             # pass's; one after a pass that proved nothing would spend its probes proving nothing
             # again (the MoE's A100 and MI300X cells after the H100's: 0.8 s at 64 cells, 2.4 s at
             # 128), and the next type gets the time instead
-            if upper is not None and best >= upper * (1 - _OPTIMAL):
+            if (upper is not None and best >= upper * (1 - _OPTIMAL)) or _reached(best, goal):
                 return best
             followed = give_up is None
             if (
@@ -2444,6 +2449,7 @@ def _ranked(
     upper: float | None,
     deadline: float | None,
     give_up: float | None = None,
+    goal: float | None = None,
 ) -> tuple[list[int], dict[int, tuple[_Positions, bool]], float]:
     """The reference types ordered by the bound of the relaxation without the handed tensors'
     links, with their positions kept for the pass that follows, and the best bound so far. Each
@@ -2459,9 +2465,9 @@ def _ranked(
     for reference in references:
         positions, relaxed = built[reference] = _positions(builder, reference)
         relaxation = _Relaxation(instance, positions, hosts=True)
-        values[reference] = _bisect(relaxation, best, upper, deadline, give_up)
+        values[reference] = _bisect(relaxation, best, upper, deadline, give_up, goal=goal)
         best = builder.proven = max(best, values[reference])
-        if not relaxed or _past(deadline):
+        if not relaxed or _past(deadline) or _reached(best, goal):
             break
     return sorted(references, key=lambda r: -values.get(r, 0.0)), built, best
 
@@ -2552,15 +2558,18 @@ def _bisect(
     give_up: float | None = None,
     share: float = _GAP_SHARE,
     first: bool = True,
+    goal: float | None = None,
 ) -> float:
     """The largest value found infeasible above ``floor`` (``floor`` when there is none); no
     probe starts after ``deadline``, and one still running at ``give_up`` stops, proving nothing.
     Below a known ``upper`` the bisection stops within ``share`` of the gap to it; in a ``first``
     pass it tries to prove ``upper`` optimal first and bisects plainly, in a later one it gallops
-    up from ``floor`` (:func:`_bisect_below`)."""
+    up from ``floor`` (:func:`_bisect_below`); a caller's ``goal`` is probed first in any pass."""
     feasible = functools.partial(relaxation.feasible, deadline=give_up)
     if upper is not None and np.isfinite(upper):
-        return _bisect_below(feasible, floor, upper, deadline, share, optimal_first=first, gallop=not first)
+        return _bisect_below(
+            feasible, floor, upper, deadline, share, optimal_first=first, gallop=not first, goal=goal
+        )
     if floor > 0 and feasible(floor):
         return floor
     lower, high = floor, max(floor, float(relaxation.positions.end[-1].min()) / relaxation.stages) or 1.0
@@ -2584,13 +2593,15 @@ def _bisect_below(
     share: float = _GAP_SHARE,
     optimal_first: bool = True,
     gallop: bool = True,
+    goal: float | None = None,
 ) -> float:
     """The largest value ``feasible`` rejects in ``[floor, upper)``, found by bisection
     (``floor``, a known bound, when none is); the probe at ``floor`` comes first (admitted, so is
     everything above it: one probe where another relaxation proved more; not in a galloping pass
-    without ``optimal_first``, whose first step does as much), then, with
-    ``optimal_first``, one just below ``upper``, which proves ``upper`` optimal when it is
-    rejected. With ``gallop``, from a known ``floor`` the probes then gallop up (:data:`_GALLOP`,
+    without ``optimal_first``, whose first step does as much), then the caller's ``goal`` (a
+    bound that is enough: :func:`goal_of`), or with ``optimal_first`` one just below ``upper``,
+    which proves ``upper`` optimal when it is rejected. With ``gallop``, from a known ``floor``
+    the probes then gallop up (:data:`_GALLOP`,
     doubling) until one is admitted, so that under a deadline every probe made raises the
     bound: a finer pass usually adds a fraction of a percent (the MoE's 128 cells: 21.44 →
     21.50 ms), which bisecting the whole gap left (8%) reaches only after a few probes near the
@@ -2601,10 +2612,25 @@ def _bisect_below(
     # bound, where its first step tells as much as a probe at the floor
     if floor > 0 and (optimal_first or not gallop) and feasible(floor):
         return floor
-    if optimal_first and not feasible(upper / (1 + _OPTIMAL)):
-        return upper / (1 + _OPTIMAL) * (1 - _SAFETY)  # ``upper`` is optimal within solve's tolerance
-    found = _narrowed(feasible, floor, upper, deadline, upper, share, gallop)
+    if goal is None and optimal_first:
+        goal = upper / (1 + _OPTIMAL)  # ``upper`` is optimal within solve's tolerance when rejected
+    found = _narrowed(feasible, floor, upper, deadline, upper, share, gallop, goal=goal)
     return max(floor, found * (1 - _SAFETY))
+
+
+def goal_of(upper: float | None, gap_limit: float) -> float | None:
+    """The bound that proves a placement of bottleneck ``upper`` within ``gap_limit`` (relative)
+    of the optimum, ``None`` without a limit: the bound a caller with a gap limit needs, and
+    no more."""
+    if upper is None or not np.isfinite(upper) or gap_limit <= 0:
+        return None
+    return upper / (1 + gap_limit)
+
+
+def _reached(best: float, goal: float | None) -> bool:
+    """Whether ``best`` proves the caller's ``goal`` (:func:`goal_of`; the bisections return a
+    rejected value shrunk by :data:`_SAFETY`)."""
+    return goal is not None and best >= goal * (1 - 2 * _SAFETY)
 
 
 def _narrowed(
@@ -2617,6 +2643,7 @@ def _narrowed(
     gallop: bool = True,
     stride: float = _GALLOP,
     many: Probes | None = None,
+    goal: float | None = None,
 ) -> float:
     """``lower`` raised, and ``high`` lowered, by bisection until they are within
     :data:`_RELATIVE_GAP`, or below a known bottleneck ``upper`` within ``share`` of
@@ -2628,24 +2655,33 @@ def _narrowed(
     With ``many = (width, test)`` (:func:`~partition.forked_probes.forked_probes`), each round
     probes ``width`` values at once: the gallop's next ``width`` steps, then the points that
     split the bracket into ``width + 1`` equal parts; the largest value rejected is the new
-    ``lower``, the least admitted the new ``high``."""
+    ``lower``, the least admitted the new ``high``. A ``goal`` inside the bracket (a bound
+    that is enough for the caller) takes the first round's first place, and once it is
+    rejected the bisection ends."""
     width, test = many if many is not None else one_at_a_time(feasible)
     round_seconds = 0.0
     step = stride if gallop and upper is not None and lower > 0 else 0.0
+    pending = goal is not None and lower < goal < high
     while high - lower > max(_RELATIVE_GAP * high, 0.0 if upper is None else share * (upper - lower)):
         if deadline is not None and time.perf_counter() + round_seconds > deadline:
             break
         started = time.perf_counter()
+        room = width - pending  # the goal's probe takes one of the round's places
         values, value, stretch = [], lower, step
-        while step > 0 and len(values) < width and value * (1 + stretch) < high:
+        while step > 0 and len(values) < room and value * (1 + stretch) < high:
             value, stretch = value * (1 + stretch), 2 * stretch
             values.append(value)
-        if not values:  # bisecting (or the gallop's next step is past ``high``)
+        if not values and room:  # bisecting (or the gallop's next step is past ``high``)
             step = stretch = 0.0
-            values = [(lower * (width + 1 - j) + high * j) / (width + 1) for j in range(1, width + 1)]
-        admitted = test(values)
-        lower = max([lower, *(v for v, yes in zip(values, admitted, strict=True) if not yes)])
-        high = min([high, *(v for v, yes in zip(values, admitted, strict=True) if yes)])
-        step = 0.0 if any(admitted) else stretch
+            values = [(lower * (room + 1 - j) + high * j) / (room + 1) for j in range(1, room + 1)]
+        probed = [goal, *values] if pending else values
+        admitted = test(probed)
+        lower = max([lower, *(v for v, yes in zip(probed, admitted, strict=True) if not yes)])
+        high = min([high, *(v for v, yes in zip(probed, admitted, strict=True) if yes)])
+        if values:
+            step = 0.0 if any(admitted[len(probed) - len(values) :]) else stretch
         round_seconds = time.perf_counter() - started
+        if pending and lower >= goal:
+            break
+        pending = False
     return lower

@@ -216,10 +216,12 @@ from .chain_bound import (
     _past,
     _Positions,
     _positions,
+    _reached,
     _Relaxation,
     _without_broadcasts,
     chain_lower_bound,
     dominators,
+    goal_of,
     reused,
 )
 from .cluster import Device
@@ -1807,13 +1809,17 @@ def tower_lower_bound(
     deadline: float | None = None,
     give_up: float | None = None,
     workers: int = 1,
+    gap_limit: float = 0.0,
 ) -> float:
     """The largest bottleneck the two-tower relaxation proves infeasible in ``(floor, upper)``
     (``upper`` a known bottleneck, ``floor`` a known bound), or ``floor`` when it proves none or
     ``instance`` is not made of two towers. ``deadline`` (``time.perf_counter`` seconds) stops
     the bisection and the refinement early; every value found infeasible by then is valid. A
     probe with group changes running at ``give_up`` (a hard end) stops, proving nothing; with
-    ``workers`` of them, as many probes run at once (:mod:`partition.forked_probes`)."""
+    ``workers`` of them, as many probes run at once (:mod:`partition.forked_probes`). With a
+    ``gap_limit`` (relative), a bound proving ``upper`` within it is enough: each pass probes it
+    first, the pass with group changes too, and the passes end once it is proven."""
+    goal = goal_of(upper, gap_limit)
     found = towers(instance)
     late = _past(deadline)
     if found is None or not np.isfinite(upper) or floor >= upper or late:
@@ -1830,7 +1836,9 @@ def tower_lower_bound(
         if built is None:  # its cost matrices would not fit
             break
         product, finest = built, resolution
-        best = max(best, _bisect_below(product.feasible, best, upper, deadline))
+        best = max(best, _bisect_below(product.feasible, best, upper, deadline, goal=goal))
+        if _reached(best, goal):
+            return best
         left = None if deadline is None else deadline - time.perf_counter()
         if left is not None and left < 2 * (time.perf_counter() - started):  # a finer pass takes longer
             break
@@ -1848,8 +1856,12 @@ def tower_lower_bound(
         # up from the plain bound spends them below it where bisecting from the middle of the
         # gap spent them above (T5 on four types at k = 8, ``auto`` at 60 s: 5.54% → 5.27%)
         with forked_probes(across, workers) as many:
-            raised = _narrowed(across, best, upper, deadline, upper, 0.0, stride=_ACROSS_STEP, many=many)
+            raised = _narrowed(
+                across, best, upper, deadline, upper, 0.0, stride=_ACROSS_STEP, many=many, goal=goal
+            )
         best = max(best, raised * (1 - _SAFETY))
+        if _reached(best, goal):
+            return best
     # the broadcast tensors' receipts slow every search of the second tower, and the maker's
     # sends double the points: a pass of their own at the finest resolution, after the group
     # changes (which lift the mixed clusters' bounds more and were timed by the plain passes)
@@ -1861,14 +1873,16 @@ def tower_lower_bound(
         charged = setting.product(finest, charged=True, exact=exact)
         assert charged is not None  # built before at this resolution
         sending = functools.partial(charged.feasible, sending=True)
-        best = max(best, _bisect_below(sending, best, upper, deadline, optimal_first=False))
+        best = max(best, _bisect_below(sending, best, upper, deadline, optimal_first=False, goal=goal))
     elif exact:
         windowed = setting.product(finest, charged=False, exact=True)
         assert windowed is not None  # built before at this resolution
-        best = max(best, _bisect_below(windowed.feasible, best, upper, deadline, optimal_first=False))
+        best = max(
+            best, _bisect_below(windowed.feasible, best, upper, deadline, optimal_first=False, goal=goal)
+        )
     left = np.inf if deadline is None else deadline - time.perf_counter()
     split = _types_by_host(instance)
-    if split is not None and left > _HOST_PASSES * last_pass:
+    if split is not None and left > _HOST_PASSES * last_pass and not _reached(best, goal):
         divided = Towers(
             *(_types_by_host(tower) or tower for tower in (found.first, found.second)),
             found.links,
@@ -1877,7 +1891,7 @@ def tower_lower_bound(
         product = _setting(split, divided, upper).product(finest, charged=True, exact=exact)
         if product is not None:
             sending = functools.partial(product.feasible, sending=True)
-            best = max(best, _bisect_below(sending, best, upper, deadline, optimal_first=False))
+            best = max(best, _bisect_below(sending, best, upper, deadline, optimal_first=False, goal=goal))
     return best
 
 
@@ -2123,22 +2137,24 @@ def structural_lower_bound(
     deadline: float | None = None,
     give_up: float | None = None,
     workers: int = 1,
+    gap_limit: float = 0.0,
 ) -> tuple[float, str]:
     """The two-tower bound where it proves more than ``floor``, else the dominator-chain bound
     (:func:`~partition.chain_bound.chain_lower_bound`), with the name of the relaxation that
     gave it (``""`` when neither rises above ``floor``). Where towers are found, the chain's
     largest segment holds most of the ops, so its relaxed cells add nothing (CLIP on
     ``hetero-a100-l4-t4`` at k = 4: 0.92 against 1.36 ms) and would only spend the time left.
-    ``workers``: the two-tower bisection's probes run at once (:func:`tower_lower_bound`)."""
+    ``workers``: the two-tower bisection's probes run at once (:func:`tower_lower_bound`);
+    ``gap_limit``: a bound proving ``upper`` within it is enough (both relaxations)."""
     value, name = floor, ""
     tower = tower_lower_bound(
-        instance, upper, floor=floor, deadline=deadline, give_up=give_up, workers=workers
+        instance, upper, floor=floor, deadline=deadline, give_up=give_up, workers=workers, gap_limit=gap_limit
     )
     if tower > value:
         return tower, "two-tower relaxation"
     if _past(deadline):
         return value, name
-    chain = chain_lower_bound(instance, upper, deadline=deadline, give_up=give_up)
+    chain = chain_lower_bound(instance, upper, deadline=deadline, give_up=give_up, gap_limit=gap_limit)
     if chain > value:
         value, name = chain, "dominator-chain relaxation"
     return value, name

@@ -158,15 +158,16 @@ def test_the_bound_gets_a_second_turn_before_the_polish(monkeypatch) -> None:
     )
     budgets: list[float] = []
 
-    def second_turn_meets(instance, upper, *, floor, deadline, workers):
+    def second_turn_meets(instance, upper, *, floor, deadline, workers, gap_limit):
         assert workers == 3  # the bound's probes run on the solver's threads
+        assert gap_limit == 0.01  # and prove what the gap limit needs
         budgets.append(deadline - time.perf_counter())
         return (floor, "") if len(budgets) == 1 else (upper, "a recorded bound")
 
     monkeypatch.setattr(partition.solvers.anytime, "structural_lower_bound", second_turn_meets)
     messages: list[str] = []
     limit = 8.0
-    settings = Settings(time_limit=limit, threads=3, progress=messages.append)
+    settings = Settings(time_limit=limit, threads=3, gap_limit=0.01, progress=messages.append)
     result = get_solver("anytime").solve(instance, settings)
     assert len(budgets) == 2
     assert budgets[0] <= 0.1 * limit < budgets[1] <= 0.5 * limit
@@ -194,18 +195,19 @@ def test_the_chain_bound_gets_the_time_an_early_search_left(monkeypatch) -> None
             return Outcome(placement, Status.FEASIBLE, 0.0, ())
 
     budgets: list[float] = []
-    workers: list[int] = []
+    workers: list[tuple[int, float]] = []
 
     def recording(instance, upper, *, floor, deadline, give_up, **kwargs):
         budgets.append(deadline - time.perf_counter())
-        workers.append(kwargs["workers"])
+        workers.append((kwargs["workers"], kwargs["gap_limit"]))
         return floor, ""
 
     monkeypatch.setitem(partition.solvers._REGISTRY, "anytime", _Quick)
     monkeypatch.setattr(partition.api, "structural_lower_bound", recording)
-    partition.solve(instance, "anytime", time_limit=20.0, threads=3)
+    partition.solve(instance, "anytime", time_limit=20.0, threads=3, gap_limit=0.02)
     partition.solve(instance, "uniform", time_limit=20.0, threads=1)
-    assert len(budgets) == 2 and workers == [3, 1]  # the bound's probes run on the solver's threads
+    # the bound's probes run on the solver's threads, and prove what its gap limit needs
+    assert len(budgets) == 2 and workers == [(3, 0.02), (1, 0.0)]
     assert budgets[0] > 0.7 * 20.0  # 80% of the ~20 s left
     assert budgets[1] <= 0.1 * 20.0 + 1e-6  # any other solver keeps the 10% share
 
@@ -355,7 +357,15 @@ def _witness_polish(
     together, calls = threading.Barrier(parties, timeout=10.0), []
 
     def recording(
-        instance, start, settings, deadline, scorer=None, escape=None, stall=None, complete_hints=True
+        instance,
+        start,
+        settings,
+        deadline,
+        scorer=None,
+        escape=None,
+        stall=None,
+        complete_hints=True,
+        enough=None,
     ):
         together.wait()
         calls.append(
@@ -436,7 +446,7 @@ def test_with_two_threads_the_two_best_rounded_witnesses_are_polished_too(monkey
     ranked = [others[i] for i in np.argsort([score[0] for score in scores])]
     together, polished, lock = threading.Barrier(3, timeout=10.0), [], threading.Lock()
 
-    def recording(instance, start, settings, deadline, scorer, escape, stall, complete_hints):
+    def recording(instance, start, settings, deadline, scorer, escape, stall, complete_hints, enough):
         with lock:
             first_wave = len(polished) < 3
             polished.append((start, stall))
@@ -474,7 +484,15 @@ def test_with_one_thread_the_witnesses_are_polished_in_turn_each_yielding_while_
     calls = []
 
     def recording(
-        instance, start, settings, deadline, scorer=None, escape=None, stall=None, complete_hints=True
+        instance,
+        start,
+        settings,
+        deadline,
+        scorer=None,
+        escape=None,
+        stall=None,
+        complete_hints=True,
+        enough=None,
     ):
         calls.append((start, stall))
         return PolishReport(start, False, 1, ())

@@ -127,7 +127,7 @@ def test_with_two_threads_every_start_is_polished_at_once_until_the_deadline(mon
     first = Outcome(start, partition.Status.FEASIBLE, 0.0)
     together, left = threading.Barrier(2, timeout=10.0), []
 
-    def recording(instance, start, settings, deadline, *args):
+    def recording(instance, start, settings, deadline, *args, **kwargs):
         together.wait()
         left.append(deadline - time.perf_counter())
         return PolishReport(start, False, 1, ("lns: recorded",))

@@ -170,6 +170,28 @@ def test_a_jobs_threads_reach_its_solver_and_its_cpu_limit(monkeypatch, tmp_path
     assert "--threads must be at least 1, got 0" in capsys.readouterr().err
 
 
+class _GapLimit(_Failing):
+    name = "gap-limit"
+    seen: list[float] = []
+
+    def solve(self, instance, settings) -> Outcome:
+        self.seen.append(settings.gap_limit)
+        return Outcome(None, Status.NO_SOLUTION)
+
+
+def test_a_gap_limit_reaches_every_job_and_the_results(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(_REGISTRY, "gap-limit", _GapLimit)
+    monkeypatch.setattr(_GapLimit, "seen", [])
+    bench.run_job(random_dag_instance(1, 5, hosts=HOSTS, stages=2), "gap-limit", 10.0, 1, 0.05)
+    assert _GapLimit.seen == [0.05]
+    _write_instances(tmp_path / "inst")
+    out = tmp_path / "o"
+    command = ["bench", str(tmp_path / "inst"), "--solvers", "uniform", "--gap-limit", "5%", "-o", str(out)]
+    assert main([*command, "-q"]) == 0
+    settings = json.loads((out / "results.json").read_text())["settings"]
+    assert settings["gap_limit"] == 0.05 and settings["command"].endswith("--gap-limit 0.05")
+
+
 @pytest.mark.parametrize(("cores", "jobs", "threads"), [(2, 2, 1), (2, 1, 2), (8, 3, 2), (1, 4, 1)])
 def test_a_jobs_threads_share_the_usable_cores_unless_told(
     monkeypatch, tmp_path: Path, cores: int, jobs: int, threads: int

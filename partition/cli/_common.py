@@ -18,11 +18,37 @@ from ..jsonio import dumps, read_json, write_atomic
 from ..measured import apply_measured, load_cost_table, with_device_types
 from ..placement import Evaluation, Placement
 from ..report import placement_from_json
+from ..solvers import get_solver, solver_names
 
 
 def add_output(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("-o", "--output", metavar="FILE", help=f"write the {what} here (default: stdout)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
+
+
+def gap_fraction(text: str) -> float:
+    """A relative gap from the command line: ``0.02`` or ``2%``."""
+    value = text.strip()
+    try:
+        fraction = float(value[:-1]) / 100 if value.endswith("%") else float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a gap: {text!r} (write 0.02 or 2%)") from None
+    if not 0 <= fraction < 1:
+        raise argparse.ArgumentTypeError(f"a gap limit is at least 0 and below 100%, got {text!r}")
+    return fraction
+
+
+def add_gap_limit(parser: argparse.ArgumentParser) -> None:
+    stopping = [name for name in solver_names() if get_solver(name).capabilities.gap_limit]
+    parser.add_argument(
+        "--gap-limit",
+        type=gap_fraction,
+        default=0.0,
+        metavar="G",
+        help="stop once the placement is proven within this gap of the optimum (bottleneck / bound"
+        f" - 1), as 0.02 or 2%%: auto, {', '.join(stopping)} stop early; the others end first"
+        " anyway (default 0: search to the time limit or a proof)",
+    )
 
 
 def add_quiet(parser: argparse.ArgumentParser) -> None:

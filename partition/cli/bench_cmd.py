@@ -11,6 +11,7 @@ from .. import bench
 from ..api import usable_cores
 from ..errors import InputError
 from ..solvers import solver_names
+from ._common import add_gap_limit
 
 DEFAULT_INSTANCES = Path("instances/v1")
 
@@ -54,6 +55,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
         help="solver threads per job (default: the usable cores over the jobs, at least 1;"
         " keep jobs × threads within the cores)",
     )
+    add_gap_limit(parser)
     parser.add_argument(
         "-o",
         "--output",
@@ -80,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         time_limit=args.time_limit,
         jobs=args.jobs,
         threads=threads,
+        gap_limit=args.gap_limit,
         progress=not args.quiet,
         command=" ".join(
             [
@@ -88,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
                 if len(sources) <= 4
                 else f"<{len(sources)} sources: see results.json>",
                 f"--solvers {','.join(solvers)} --time-limit {args.time_limit:g} --jobs {args.jobs}"
-                f" --threads {threads}",
+                f" --threads {threads}" + (f" --gap-limit {args.gap_limit:g}" if args.gap_limit else ""),
             ]
         ),
     )

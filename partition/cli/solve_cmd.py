@@ -8,7 +8,7 @@ import sys
 from ..api import require_solution, solve
 from ..report import result_json, stage_table
 from ..solvers import solver_names
-from ._common import add_output, add_problem, add_quiet, emit, load_problem, progress_printer
+from ._common import add_gap_limit, add_output, add_problem, add_quiet, emit, load_problem, progress_printer
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -36,6 +36,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
         " and the two-tower bound's probes at once; CP-SAT's whole model runs on one"
         " (default: the usable cores, at most 8)",
     )
+    add_gap_limit(parser)
     add_output(parser, "placement JSON")
     add_quiet(parser)
     parser.set_defaults(run=run)
@@ -49,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         time_limit=args.time_limit,
         seed=args.seed,
         threads=args.threads,
+        gap_limit=args.gap_limit,
         progress=progress_printer(args.quiet),
     )
     if not args.quiet:

@@ -101,7 +101,7 @@ from ._scoring import Scorer, TensorArrays
 from .base import Capabilities, Outcome, Scope, Settings, Solver
 from .branch_order import BranchSplit, branch_split
 from .chain_round import rounded_placement
-from .lns import PolishReport, Stall, Start, polish, polish_together
+from .lns import PolishReport, Stall, Start, good_enough, polish, polish_together
 from .order_dp import split_order
 from .tower_split import along, interleave, witness_placements
 
@@ -598,11 +598,24 @@ class _Search:
             return False
         deadline = time.perf_counter() + max(seconds, 0.0)
         value, name = structural_lower_bound(
-            self.instance, self.best[0], floor=self.bound, deadline=deadline, workers=self.settings.threads
+            self.instance,
+            self.best[0],
+            floor=self.bound,
+            deadline=deadline,
+            workers=self.settings.threads,
+            gap_limit=self.settings.gap_limit,
         )
         if value > self.bound:
             self.bound, self.bound_source = value, name
-        return self.best[0] <= self.bound * (1 + _PROVEN)
+        return self.met()
+
+    def met(self) -> bool:
+        """Whether the incumbent meets the bound, within the settings' gap limit if one is set."""
+        return self.settings.close_enough(self.best[0], self.bound, _PROVEN)
+
+    def polish_target(self) -> float:
+        """The bottleneck at which the polish may stop: the bound's, within the gap limit (0: none)."""
+        return self.bound * (1 + self.settings.gap_limit) if self.settings.gap_limit > 0 else 0.0
 
     def report(self, what: str) -> None:
         gap = self.best[0] / self.bound - 1 if self.bound > 0 and np.isfinite(self.best[0]) else np.inf
@@ -768,19 +781,39 @@ class _Search:
             # thread to the next witness while one waits
             jobs = [Start(start, escape) for start in starts] + witnesses[: len(far)]
             polished = polish_together(
-                fine, jobs, settings, self.end, self.fine_scorer, witnesses[len(far) :], self._stall
+                fine,
+                jobs,
+                settings,
+                self.end,
+                self.fine_scorer,
+                witnesses[len(far) :],
+                self._stall,
+                self.polish_target(),
             )
         else:  # the incumbent's polish alone until the end, unless a witness waits
             stall = self._stall() if witnesses else None
+            enough = good_enough(self.polish_target())
             for turn, start in enumerate(starts):
                 share = _WITNESS_SHARE if turn + 1 < len(starts) else 1.0
                 deadline = time.perf_counter() + max(self.end - time.perf_counter(), 0.0) * share
-                taken(polish(fine, start, settings, deadline, self.fine_scorer, escape, stall), start)
+                if self.met():
+                    break
+                polished_start = polish(
+                    fine, start, settings, deadline, self.fine_scorer, escape, stall, True, enough
+                )
+                taken(polished_start, start)
             # in the time the incumbent's polish left, in turn, each yielding as it did
             polished = []
-            if witnesses:
+            if witnesses and not self.met():
                 polished = polish_together(
-                    fine, witnesses[:1], settings, self.end, self.fine_scorer, witnesses[1:], self._stall
+                    fine,
+                    witnesses[:1],
+                    settings,
+                    self.end,
+                    self.fine_scorer,
+                    witnesses[1:],
+                    self._stall,
+                    self.polish_target(),
                 )
         for job, report in polished:
             taken(report, job.placement)
@@ -870,7 +903,7 @@ class _Search:
 
 class Anytime(Solver):
     name = "anytime"
-    capabilities = Capabilities(scope=Scope.HEURISTIC, heterogeneous=True, time_limit=True)
+    capabilities = Capabilities(scope=Scope.HEURISTIC, heterogeneous=True, time_limit=True, gap_limit=True)
 
     def solve(self, instance: Instance, settings: Settings) -> Outcome:
         search = _Search(instance, settings)
@@ -919,7 +952,7 @@ class Anytime(Solver):
             search.report("cuts shifted")
             if search.proven_by_structural_bound((search.end - time.perf_counter()) * _BOUND_SHARE_OF_POLISH):
                 search.report("structural bound met")
-            elif search.best_placement is not None:
+            elif search.best_placement is not None and not search.met():
                 polished = search.polish_with_witness(settings)
         search.report("done")
         if search.best_placement is None:
@@ -956,7 +989,7 @@ class Anytime(Solver):
                 return
             scores.append(search.try_coarse(_decode(keys, preds, succs), search.best_hosts)[0])
         generation = stalled = 0
-        while search.remaining() > 0 and stalled < _STALL_GENERATIONS:
+        while search.remaining() > 0 and stalled < _STALL_GENERATIONS and not search.met():
             generation += 1
             before = search.best
             ranked = np.argsort(scores, kind="stable")

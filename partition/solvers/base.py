@@ -33,6 +33,7 @@ class Capabilities:
     time_limit: bool = False
     max_ops: int | None = None  # beyond this the solver refuses the instance
     warm_start: bool = False  # starts its search from Settings.warm_start when given one
+    gap_limit: bool = False  # stops once its placement is proven within Settings.gap_limit
 
 
 @dataclass(frozen=True)
@@ -40,10 +41,25 @@ class Settings:
     time_limit: float | None = None
     seed: int = 0
     threads: int = 1
+    # Stop once the placement is proven within this relative gap (bottleneck / bound - 1) of the
+    # optimum, as MIP solvers' relative gap limits do: 0 searches to the time limit or a proof.
+    gap_limit: float = 0.0
     progress: Callable[[str], None] | None = field(default=None, compare=False)
     # A valid placement found before (by another solver): solvers with the ``warm_start``
     # capability search from it and never return worse; the others ignore it.
     warm_start: Placement | None = field(default=None, compare=False)
+
+    def close_enough(self, bottleneck: float, bound: float, tolerance: float) -> bool:
+        """Whether a placement of ``bottleneck`` is proven within the gap limit by ``bound``, up
+        to ``tolerance`` (relative: the caller's test of optimality, which a bound proving the
+        limit exactly, less its rounding margin, still meets)."""
+        return bottleneck <= bound * (1 + self.gap_limit) * (1 + tolerance)
+
+    @property
+    def relative_gap(self) -> float:
+        """The gap limit as MIP solvers measure it, ``(objective - bound) / objective``: the
+        fraction that keeps ``bottleneck / bound - 1`` within :attr:`gap_limit`."""
+        return self.gap_limit / (1 + self.gap_limit)
 
     def report(self, message: str) -> None:
         if self.progress is not None:

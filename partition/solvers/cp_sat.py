@@ -395,7 +395,9 @@ def _starts(instance: Instance, settings: Settings) -> list[tuple[str, Placement
 
 class CpSat(Solver):
     name = "cp-sat"
-    capabilities = Capabilities(scope=Scope.GLOBAL, heterogeneous=True, time_limit=True, warm_start=True)
+    capabilities = Capabilities(
+        scope=Scope.GLOBAL, heterogeneous=True, time_limit=True, warm_start=True, gap_limit=True
+    )
 
     def solve(self, instance: Instance, settings: Settings) -> Outcome:
         started = time.perf_counter()
@@ -432,11 +434,15 @@ class CpSat(Solver):
             return out_of_time("cp-sat", start, lower_bound, "before the search")
         solver = cp_model.CpSolver()
         solver_parameters(solver, settings, deadline)
+        # the objective is the bottleneck alone: CP-SAT's gap is the placement's (in model steps)
+        solver.parameters.relative_gap_limit = settings.relative_gap
         status = solver.Solve(model.model)
         bound = max(lower_bound, model.proven_bound(solver))
         notes = [f"cp-sat: {solver.StatusName(status)} after {solver.WallTime():.2f} s"]
-        if status == cp_model.OPTIMAL:
+        if status == cp_model.OPTIMAL and not settings.gap_limit:
             return Outcome(model.decode(solver), Status.OPTIMAL, bound, tuple(notes))
+        if status == cp_model.OPTIMAL:  # within the gap limit (relative_gap_limit)
+            return Outcome(model.decode(solver), Status.FEASIBLE, bound, tuple(notes))
         if status == cp_model.FEASIBLE:
             return Outcome(model.decode(solver), Status.FEASIBLE, bound, tuple(notes))
         if status == cp_model.INFEASIBLE and start is not None:

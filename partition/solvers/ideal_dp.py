@@ -1193,7 +1193,7 @@ def _better(a: tuple[str, Placement, Evaluation] | None, b: tuple[str, Placement
 
 class IdealDP(Solver):
     name = "ideal-dp"
-    capabilities = Capabilities(scope=Scope.GLOBAL, heterogeneous=True, time_limit=True)
+    capabilities = Capabilities(scope=Scope.GLOBAL, heterogeneous=True, time_limit=True, gap_limit=True)
 
     def solve(self, instance: Instance, settings: Settings) -> Outcome:
         limit = settings.time_limit
@@ -1248,6 +1248,17 @@ class IdealDP(Solver):
                 )
             if proven is None or level_value > value:
                 value, proven = level_value, level.describe()
+            if (
+                best is not None
+                and settings.gap_limit > 0
+                and settings.close_enough(best[2].bottleneck, value, _TOLERANCE)
+                and best[2].bottleneck > value * (1 + _TOLERANCE)  # closed: the tie rule's passes
+            ):
+                pending = None  # within the gap limit: neither richer levels nor placement passes
+                stopped = (
+                    f"within the gap limit ({settings.gap_limit:.2%}) after the level with {level.describe()}"
+                )
+                break
             # the placement passes now when the gap is closed (for the tie rule) or when they
             # leave time for the later levels' bounds
             later = sum(_predicted(previous, after.work(instance)) for after in levels[index + 1 :])

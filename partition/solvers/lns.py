@@ -520,6 +520,7 @@ def polish(
     escape: Callable[[Placement, float], Placement | None] | None = None,
     stall: Stall | None = None,
     complete_hints: bool = True,
+    enough: Callable[[float], bool] | None = None,
 ) -> PolishReport:
     """Improve ``start`` by large-neighbourhood search until ``deadline`` (``perf_counter`` time)
     or until every window around the slowest stages is proven to hold nothing better.
@@ -539,7 +540,8 @@ def polish(
     incumbent's decisions only (stages and device classes), completed CP-SAT's own way: from a
     start far from any local optimum (the two-tower witness) the partial hint yields other
     solutions of the same bottleneck, whose lower stages the acceptance takes (CLIP over 2 × 8
-    A100 at k = 16, 30 s from the witness: 0.30305 ms against 0.30521).
+    A100 at k = 16, 30 s from the witness: 0.30305 ms against 0.30521). ``enough``: whether a
+    bottleneck is good enough to stop at (a caller with a gap limit, :func:`good_enough`).
     """
     if len(instance.graph.ops) > _EVALUATE_OPS:  # leave time for the evaluator's final check
         deadline -= len(instance.graph.ops) * _EVALUATE_SECONDS_PER_OP
@@ -568,6 +570,8 @@ def polish(
 
     stalled = False
     while search.remaining() > _MIN_WINDOW_SECONDS:
+        if enough is not None and enough(float(times.max())):
+            break
         now = time.perf_counter()
         if stall is not None and stall.reached(falls, now, float(times.max())):
             stalled = True
@@ -672,6 +676,7 @@ def polish_together(
     scorer: Scorer | None = None,
     waiting: Sequence[Start] = (),
     stall: Callable[[], Stall] | None = None,
+    target: float = 0.0,
 ) -> list[tuple[Start, PolishReport]]:
     """:func:`polish` of each start (one at least) until ``deadline``, all at once, a thread
     each, the threads sharing ``settings.threads`` (at least one CP-SAT worker each): for a
@@ -681,10 +686,12 @@ def polish_together(
     ``waiting``: more starts, in turn, each taken by the first thread whose polish ends while
     the rule ``stall()`` (made as a polish begins) would still stop a polish; while any waits, a
     polish gives up under that rule. So more time polishes more starts, where the first ones
-    would gain little: the polishes of one placement end at the same local optimum. Returns each
-    polish run with its start, thread by thread."""
+    would gain little: the polishes of one placement end at the same local optimum. Once one
+    polish reaches a bottleneck of ``target`` (a caller's gap limit; 0: none), all stop.
+    Returns each polish run with its start, thread by thread."""
     each = replace(settings, threads=max(1, settings.threads // len(starts)))
     queue, lock = deque(waiting), threading.Lock()
+    enough = good_enough(target)
 
     def pending() -> bool:
         with lock:
@@ -695,17 +702,42 @@ def polish_together(
         while start is not None:
             rule = None if stall is None or not pending() else replace(stall(), waiting=pending)
             report = polish(
-                instance, start.placement, each, deadline, scorer, start.escape, rule, start.complete_hints
+                instance,
+                start.placement,
+                each,
+                deadline,
+                scorer,
+                start.escape,
+                rule,
+                start.complete_hints,
+                enough,
             )
             done.append((start, report))
             with lock:
                 latest = deadline - _MIN_WINDOW_SECONDS if stall is None else stall().until
-                start = queue.popleft() if queue and time.perf_counter() < latest else None
+                met = enough is not None and enough(float("inf"))
+                start = queue.popleft() if queue and time.perf_counter() < latest and not met else None
         return done
 
     with ThreadPoolExecutor(max_workers=len(starts)) as pool:
         futures = [pool.submit(thread, start) for start in starts]
         return [polished for future in futures for polished in future.result()]
+
+
+def good_enough(target: float) -> Callable[[float], bool] | None:
+    """A test of :func:`polish`'s bottleneck against ``target`` (``None`` for 0, no target)
+    that, once one bottleneck has met it, says so for every later one: polishes that share it
+    stop together."""
+    if target <= 0:
+        return None
+    met = threading.Event()
+
+    def enough(bottleneck: float) -> bool:
+        if bottleneck <= target:
+            met.set()
+        return met.is_set()
+
+    return enough
 
 
 def _checked(instance: Instance, stage_of: np.ndarray, devices: np.ndarray, *, always: bool = False) -> bool:

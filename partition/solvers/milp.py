@@ -286,7 +286,7 @@ def _solve_with_cbc(
         msg=False,
         timeLimit=max(left * _CBC_SHARE, 0.05) if math.isfinite(left) else None,
         threads=max(1, settings.threads),
-        gapRel=_GAP,
+        gapRel=max(_GAP, settings.relative_gap),
         logPath=str(folder / "cbc.log"),
         options=[f"randomCbcSeed {settings.seed}"] if settings.seed > 0 else [],
     )
@@ -329,7 +329,7 @@ def _cbc_bound(log: str) -> float | None:
 
 class Milp(Solver):
     name = "milp"
-    capabilities = Capabilities(scope=Scope.GLOBAL, heterogeneous=True, time_limit=True)
+    capabilities = Capabilities(scope=Scope.GLOBAL, heterogeneous=True, time_limit=True, gap_limit=True)
 
     def solve(self, instance: Instance, settings: Settings) -> Outcome:
         started = time.perf_counter()
@@ -367,7 +367,8 @@ class Milp(Solver):
         solution = pulp.LpSolution[problem.sol_status]
         notes = [f"milp (CBC): {solution}"]
         if problem.sol_status == pulp.LpSolutionOptimal:  # optimal within the gap tolerance
-            cbc_bound = (pulp.value(problem.objective) or 0.0) * (1 - _GAP)
+            within = (pulp.value(problem.objective) or 0.0) * (1 - max(_GAP, settings.relative_gap))
+            cbc_bound = max(within, _cbc_bound(text) or 0.0)  # its log's bound may prove more
         else:
             cbc_bound = _cbc_bound(text)
         bound = lower_bound
@@ -387,7 +388,9 @@ class Milp(Solver):
                 and evaluate(instance, start).bottleneck < evaluate(instance, placement).bottleneck
             ):
                 placement = start  # CBC can return its incumbent below a better warm start
-            status = Status.OPTIMAL if problem.sol_status == pulp.LpSolutionOptimal else Status.FEASIBLE
+            # with a gap limit CBC calls a placement within it "optimal"
+            proven = problem.sol_status == pulp.LpSolutionOptimal and not settings.gap_limit
+            status = Status.OPTIMAL if proven else Status.FEASIBLE
             return Outcome(placement, status, bound, tuple(notes))
         if start is not None:
             notes.append("milp: returning the warm start (order DP)")
