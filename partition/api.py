@@ -320,7 +320,7 @@ def _polish_with_lns(
     fitting = max(1, int((deadline - time.perf_counter()) * max(settings.threads, 1) / _MIN_POLISH_SECONDS))
     if len(starts) > fitting:
         starts = sorted(starts, key=lambda named: _ranking(instance, named[1]))[:fitting]
-    target = bound * (1 + settings.gap_limit) if settings.gap_limit > 0 else 0.0
+    target = settings.target(bound)
     if settings.threads >= 2:
         polished = polish_together(
             instance, [Start(start) for _, start in starts], settings, deadline, target=target

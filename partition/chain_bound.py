@@ -2389,6 +2389,8 @@ def chain_lower_bound(
     built: dict[int, tuple[_Positions, bool]] = {}
     if pairs is not None and len(references) > 1:
         references, built, best = _ranked(instance, builder, references, best, upper, deadline, give_up, goal)
+        if _reached(best, goal):
+            return best
     building = 0.0  # the last positions' time: a reference that cannot build its own is left
     for reference in references:
         builder.cells = _CELLS
@@ -2601,13 +2603,13 @@ def _bisect_below(
     without ``optimal_first``, whose first step does as much), then the caller's ``goal`` (a
     bound that is enough: :func:`goal_of`), or with ``optimal_first`` one just below ``upper``,
     which proves ``upper`` optimal when it is rejected. With ``gallop``, from a known ``floor``
-    the probes then gallop up (:data:`_GALLOP`,
-    doubling) until one is admitted, so that under a deadline every probe made raises the
-    bound: a finer pass usually adds a fraction of a percent (the MoE's 128 cells: 21.44 →
-    21.50 ms), which bisecting the whole gap left (8%) reaches only after a few probes near the
-    incumbent, 0.6 s each there. A floor from a cheaper relaxation lies further below: the
-    MoE's first pass with the handed tensors' links galloped 7 probes from 20.81 ms to 21.48
-    before one was admitted at 22.14, then bisected 5 more."""
+    the probes then gallop up (:data:`_GALLOP`, doubling) until one is admitted, so that under
+    a deadline every probe made raises the bound: a finer pass usually adds a fraction of a
+    percent (the MoE's 128 cells: 21.44 → 21.50 ms), which bisecting the whole gap left (8%)
+    reaches only after a few probes near the incumbent, 0.6 s each there. A floor from a
+    cheaper relaxation lies further below: the MoE's first pass with the handed tensors' links
+    galloped 7 probes from 20.81 ms to 21.48 before one was admitted at 22.14, then bisected 5
+    more."""
     # a later pass of one relaxation (no probe near ``upper``) gallops from its coarser pass's
     # bound, where its first step tells as much as a probe at the floor
     if floor > 0 and (optimal_first or not gallop) and feasible(floor):
@@ -2681,7 +2683,7 @@ def _narrowed(
         if values:
             step = 0.0 if any(admitted[len(probed) - len(values) :]) else stretch
         round_seconds = time.perf_counter() - started
-        if pending and lower >= goal:
+        if goal is not None and lower >= goal:
             break
         pending = False
     return lower

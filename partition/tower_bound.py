@@ -1822,7 +1822,7 @@ def tower_lower_bound(
     goal = goal_of(upper, gap_limit)
     found = towers(instance)
     late = _past(deadline)
-    if found is None or not np.isfinite(upper) or floor >= upper or late:
+    if found is None or not np.isfinite(upper) or floor >= upper or late or _reached(floor, goal):
         return floor
     setting = _setting(instance, found, upper)
     if _past(deadline):

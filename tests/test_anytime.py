@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import itertools
 import threading
 import time
@@ -19,7 +20,7 @@ from partition import synthetic
 from partition.aggregate_bound import aggregate_lower_bound
 from partition.evaluator import evaluate
 from partition.placement import Status
-from partition.solvers import Outcome, Solver, get_solver
+from partition.solvers import Outcome, Solver, get_solver, lns
 from partition.solvers._scoring import TensorArrays
 from partition.solvers.anytime import _Search, _Splitter
 from partition.solvers.base import Settings
@@ -339,6 +340,17 @@ def test_the_polish_escapes_by_interleaving_clips_towers_along_its_incumbent() -
     assert result.bottleneck < 0.3421e-3
 
 
+_POLISH = inspect.signature(lns.polish)  # taken before any test stands a fake in for it
+
+
+def _polish_arguments(args: tuple, kwargs: dict) -> dict:
+    """A call of :func:`partition.solvers.lns.polish` as its parameters' values, defaults
+    included: what the fakes standing in for it record."""
+    bound = _POLISH.bind(*args, **kwargs)
+    bound.apply_defaults()
+    return bound.arguments
+
+
 def _witness_polish(
     monkeypatch, within_slack: bool, parties: int = 1
 ) -> tuple[_Search, partition.Placement, partition.Placement, list[dict]]:
@@ -356,23 +368,15 @@ def _witness_polish(
     )
     together, calls = threading.Barrier(parties, timeout=10.0), []
 
-    def recording(
-        instance,
-        start,
-        settings,
-        deadline,
-        scorer=None,
-        escape=None,
-        stall=None,
-        complete_hints=True,
-        enough=None,
-    ):
+    def recording(*args, **kwargs):
+        call = _polish_arguments(args, kwargs)
         together.wait()
         calls.append(
-            {"start": start, "left": deadline - time.perf_counter(), "escape": escape is not None}
-            | {"stall": stall, "complete_hints": complete_hints, "threads": settings.threads}
+            {"start": call["start"], "left": call["deadline"] - time.perf_counter()}
+            | {"escape": call["escape"] is not None, "stall": call["stall"]}
+            | {"complete_hints": call["complete_hints"], "threads": call["settings"].threads}
         )
-        return PolishReport(start, False, 1, ("lns: recorded",))
+        return PolishReport(call["start"], False, 1, ("lns: recorded",))
 
     monkeypatch.setattr(_Search, "two_towers", lambda self: object())
     monkeypatch.setattr("partition.solvers.anytime.witness_placements", lambda *args: [witness])
@@ -446,7 +450,9 @@ def test_with_two_threads_the_two_best_rounded_witnesses_are_polished_too(monkey
     ranked = [others[i] for i in np.argsort([score[0] for score in scores])]
     together, polished, lock = threading.Barrier(3, timeout=10.0), [], threading.Lock()
 
-    def recording(instance, start, settings, deadline, scorer, escape, stall, complete_hints, enough):
+    def recording(*args, **kwargs):
+        call = _polish_arguments(args, kwargs)
+        start, stall = call["start"], call["stall"]
         with lock:
             first_wave = len(polished) < 3
             polished.append((start, stall))
@@ -483,19 +489,10 @@ def test_with_one_thread_the_witnesses_are_polished_in_turn_each_yielding_while_
     ranked = [others[i] for i in sorted(range(3), key=lambda i: scores[i])]
     calls = []
 
-    def recording(
-        instance,
-        start,
-        settings,
-        deadline,
-        scorer=None,
-        escape=None,
-        stall=None,
-        complete_hints=True,
-        enough=None,
-    ):
-        calls.append((start, stall))
-        return PolishReport(start, False, 1, ())
+    def recording(*args, **kwargs):
+        call = _polish_arguments(args, kwargs)
+        calls.append((call["start"], call["stall"]))
+        return PolishReport(call["start"], False, 1, ())
 
     monkeypatch.setattr(_Search, "two_towers", lambda self: object())
     monkeypatch.setattr("partition.solvers.anytime.witness_placements", lambda *args: others)

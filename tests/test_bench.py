@@ -20,7 +20,7 @@ from partition import bench
 from partition.cli import bench_cmd, main
 from partition.jsonio import dumps, write_atomic
 from partition.placement import Status
-from partition.solvers import _REGISTRY, Capabilities, Outcome, Scope, Solver
+from partition.solvers import _REGISTRY, Capabilities, Outcome, Scope, Settings, Solver
 
 HOSTS = [{"devices": {"A100-80GB": 2, "L4": 1}, "intra_link": "pcie4"}]
 COLUMNS = [
@@ -144,25 +144,27 @@ def test_a_raising_or_hanging_solver_is_a_row(monkeypatch, behaviour: str, statu
     assert row.status == status and message in row.error and row.bottleneck_s is None
 
 
-class _Threads(_Failing):
-    name = "threads"
-    seen: list[int] = []
+class _Recording(_Failing):
+    """Records the settings each job hands it."""
+
+    name = "recording"
+    seen: list[Settings] = []
 
     def solve(self, instance, settings) -> Outcome:
-        self.seen.append(settings.threads)
+        self.seen.append(settings)
         return Outcome(None, Status.NO_SOLUTION)
 
 
 def test_a_jobs_threads_reach_its_solver_and_its_cpu_limit(monkeypatch, tmp_path: Path, capsys) -> None:
     # two threads spend the job's CPU time twice as fast: its CPU-time limit is twice as far
-    monkeypatch.setitem(_REGISTRY, "threads", _Threads)
-    monkeypatch.setattr(_Threads, "seen", [])  # the class's list, fresh for each run
+    monkeypatch.setitem(_REGISTRY, "recording", _Recording)
+    monkeypatch.setattr(_Recording, "seen", [])  # the class's list, fresh for each run
     limits: list[int] = []
     monkeypatch.setattr(bench.resource, "setrlimit", lambda kind, pair: limits.append(pair[0]))
     instance = random_dag_instance(1, 5, hosts=HOSTS, stages=2)
     for threads in (1, 2):
-        bench.run_job(instance, "threads", 10.0, threads)
-    assert _Threads.seen == [1, 2]
+        bench.run_job(instance, "recording", 10.0, threads)
+    assert [settings.threads for settings in _Recording.seen] == [1, 2]
     spent = bench.hard_limit(10.0)
     assert limits[2] - limits[0] == pytest.approx(spent, abs=2)  # each job sets it, then restores it
     _write_instances(tmp_path / "inst")
@@ -170,20 +172,11 @@ def test_a_jobs_threads_reach_its_solver_and_its_cpu_limit(monkeypatch, tmp_path
     assert "--threads must be at least 1, got 0" in capsys.readouterr().err
 
 
-class _GapLimit(_Failing):
-    name = "gap-limit"
-    seen: list[float] = []
-
-    def solve(self, instance, settings) -> Outcome:
-        self.seen.append(settings.gap_limit)
-        return Outcome(None, Status.NO_SOLUTION)
-
-
 def test_a_gap_limit_reaches_every_job_and_the_results(monkeypatch, tmp_path: Path) -> None:
-    monkeypatch.setitem(_REGISTRY, "gap-limit", _GapLimit)
-    monkeypatch.setattr(_GapLimit, "seen", [])
-    bench.run_job(random_dag_instance(1, 5, hosts=HOSTS, stages=2), "gap-limit", 10.0, 1, 0.05)
-    assert _GapLimit.seen == [0.05]
+    monkeypatch.setitem(_REGISTRY, "recording", _Recording)
+    monkeypatch.setattr(_Recording, "seen", [])
+    bench.run_job(random_dag_instance(1, 5, hosts=HOSTS, stages=2), "recording", 10.0, 1, 0.05)
+    assert [settings.gap_limit for settings in _Recording.seen] == [0.05]
     _write_instances(tmp_path / "inst")
     out = tmp_path / "o"
     command = ["bench", str(tmp_path / "inst"), "--solvers", "uniform", "--gap-limit", "5%", "-o", str(out)]

@@ -71,29 +71,21 @@ def _upper(instance: partition.Instance) -> float:
     return partition.solve(instance, "balanced-time").bottleneck
 
 
-def test_the_two_tower_bound_ends_once_it_proves_the_goal(monkeypatch) -> None:
-    instance = load_instance(T5_MIXED)
+@pytest.mark.parametrize(
+    ("path", "bound", "relaxation"),
+    [
+        (T5_MIXED, tower_lower_bound, (tower_bound._Product, "feasible")),
+        (BERT, chain_lower_bound, (chain_bound._Relaxation, "feasible")),
+    ],
+)
+def test_each_bound_ends_once_it_proves_the_goal(monkeypatch, path: str, bound, relaxation) -> None:
+    instance = load_instance(path)
     upper = _upper(instance)
-    probes = _counted(monkeypatch, tower_bound._Product, "feasible")
-    full = tower_lower_bound(instance, upper)
+    probes = _counted(monkeypatch, *relaxation)
+    goal = 0.99 * bound(instance, upper)
     every = len(probes)
-    goal = 0.99 * full
     probes.clear()
-    bound = tower_lower_bound(instance, upper, gap_limit=upper / goal - 1)
-    assert goal * (1 - 1e-8) <= bound <= upper
-    assert len(probes) < every
-
-
-def test_the_chain_bound_ends_once_it_proves_the_goal(monkeypatch) -> None:
-    instance = load_instance(BERT)
-    upper = _upper(instance)
-    probes = _counted(monkeypatch, chain_bound._Relaxation, "feasible")
-    full = chain_lower_bound(instance, upper)
-    every = len(probes)
-    goal = 0.99 * full
-    probes.clear()
-    bound = chain_lower_bound(instance, upper, gap_limit=upper / goal - 1)
-    assert goal * (1 - 1e-8) <= bound <= upper
+    assert goal * (1 - 1e-8) <= bound(instance, upper, gap_limit=upper / goal - 1) <= upper
     assert len(probes) < every
 
 

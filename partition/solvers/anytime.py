@@ -613,10 +613,6 @@ class _Search:
         """Whether the incumbent meets the bound, within the settings' gap limit if one is set."""
         return self.settings.close_enough(self.best[0], self.bound, _PROVEN)
 
-    def polish_target(self) -> float:
-        """The bottleneck at which the polish may stop: the bound's, within the gap limit (0: none)."""
-        return self.bound * (1 + self.settings.gap_limit) if self.settings.gap_limit > 0 else 0.0
-
     def report(self, what: str) -> None:
         gap = self.best[0] / self.bound - 1 if self.bound > 0 and np.isfinite(self.best[0]) else np.inf
         self.settings.report(
@@ -788,20 +784,20 @@ class _Search:
                 self.fine_scorer,
                 witnesses[len(far) :],
                 self._stall,
-                self.polish_target(),
+                self.settings.target(self.bound),
             )
         else:  # the incumbent's polish alone until the end, unless a witness waits
             stall = self._stall() if witnesses else None
-            enough = good_enough(self.polish_target())
+            enough = good_enough(self.settings.target(self.bound))
             for turn, start in enumerate(starts):
                 share = _WITNESS_SHARE if turn + 1 < len(starts) else 1.0
                 deadline = time.perf_counter() + max(self.end - time.perf_counter(), 0.0) * share
                 if self.met():
                     break
-                polished_start = polish(
-                    fine, start, settings, deadline, self.fine_scorer, escape, stall, True, enough
+                taken(
+                    polish(fine, start, settings, deadline, self.fine_scorer, escape, stall, enough=enough),
+                    start,
                 )
-                taken(polished_start, start)
             # in the time the incumbent's polish left, in turn, each yielding as it did
             polished = []
             if witnesses and not self.met():
@@ -813,7 +809,7 @@ class _Search:
                     self.fine_scorer,
                     witnesses[1:],
                     self._stall,
-                    self.polish_target(),
+                    self.settings.target(self.bound),
                 )
         for job, report in polished:
             taken(report, job.placement)

@@ -55,6 +55,11 @@ class Settings:
         limit exactly, less its rounding margin, still meets)."""
         return bottleneck <= bound * (1 + self.gap_limit) * (1 + tolerance)
 
+    def target(self, bound: float) -> float:
+        """The bottleneck at which a search may stop, given ``bound``: within the gap limit of
+        it (0 without a limit, which no placement reaches)."""
+        return bound * (1 + self.gap_limit) if self.gap_limit > 0 else 0.0
+
     @property
     def relative_gap(self) -> float:
         """The gap limit as MIP solvers measure it, ``(objective - bound) / objective``: the
