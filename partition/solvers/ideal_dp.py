@@ -1250,7 +1250,6 @@ class IdealDP(Solver):
                 value, proven = level_value, level.describe()
             if (
                 best is not None
-                and settings.gap_limit > 0
                 and settings.close_enough(best[2].bottleneck, value, _TOLERANCE)
                 and best[2].bottleneck > value * (1 + _TOLERANCE)  # closed: the tie rule's passes
             ):

@@ -727,7 +727,7 @@ def polish_together(
 def good_enough(target: float) -> Callable[[float], bool] | None:
     """A test of :func:`polish`'s bottleneck against ``target`` (``None`` for 0, no target)
     that, once one bottleneck has met it, says so for every later one: polishes that share it
-    stop together."""
+    stop together, and asked of ``inf`` it says whether one has met it."""
     if target <= 0:
         return None
     met = threading.Event()
