@@ -2147,6 +2147,8 @@ def structural_lower_bound(
     ``workers``: the two-tower bisection's probes run at once (:func:`tower_lower_bound`);
     ``gap_limit``: a bound proving ``upper`` within it is enough (both relaxations)."""
     value, name = floor, ""
+    if _reached(floor, goal_of(upper, gap_limit)):  # nothing more is needed: build neither
+        return value, name
     tower = tower_lower_bound(
         instance, upper, floor=floor, deadline=deadline, give_up=give_up, workers=workers, gap_limit=gap_limit
     )

@@ -16,7 +16,7 @@ from partition.chain_bound import _narrowed, chain_lower_bound
 from partition.cli import main
 from partition.instance import load_instance
 from partition.solvers.lns import good_enough
-from partition.tower_bound import tower_lower_bound
+from partition.tower_bound import structural_lower_bound, tower_lower_bound
 
 T5_MIXED = "instances/v1/t5_small.hetero-a100-l4-t4.k4.json.gz"
 T5_H100_A100 = "instances/v1/t5_small.hetero-h100-a100.k8.json.gz"
@@ -87,6 +87,17 @@ def test_each_bound_ends_once_it_proves_the_goal(monkeypatch, path: str, bound, 
     probes.clear()
     assert goal * (1 - 1e-8) <= bound(instance, upper, gap_limit=upper / goal - 1) <= upper
     assert len(probes) < every
+
+
+def test_a_floor_that_proves_the_goal_builds_neither_bound(monkeypatch) -> None:
+    instance = load_instance(BERT)
+    upper = _upper(instance)
+    built: list[str] = []
+    monkeypatch.setattr(tower_bound, "towers", lambda instance: built.append("towers"))
+    monkeypatch.setattr(chain_bound, "_prepared", lambda instance: built.append("chain"))
+    floor = upper / 1.05
+    assert structural_lower_bound(instance, upper, floor=floor, gap_limit=0.05) == (floor, "")
+    assert built == []
 
 
 def test_auto_returns_once_the_placement_is_within_the_gap_limit() -> None:
