@@ -19,8 +19,9 @@ demo: $(STAMP)
 	$(BIN)/partition solve $(LIGHT)/light_resnet50.onnx --cluster hetero-2h100-4a100-2l4 --stages 4 -o demo-placement.json --force
 	$(BIN)/partition evaluate $(LIGHT)/light_resnet50.onnx --cluster hetero-2h100-4a100-2l4 demo-placement.json --quiet
 
+# One worker per usable core (pytest-xdist): serial, the suite takes 8 of CI's 10 minutes on 2 cores.
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto
 
 # Thousands of generated instances through every solver, the loaders fuzzed, the chain and
 # two-tower bounds against brute force on hundreds of small graphs and against ideal-dp's and
