@@ -107,6 +107,9 @@ class SolverSummary:
     instances: int
     solved: int
     optimal: int
+    # Placements the solver's own bound proves within the run's gap limit (its optimal ones
+    # included): where it stopped early, by design, rather than for want of time.
+    proven_within_gap_limit: int
     within_1pct: int
     within_5pct: int
     errors: int
@@ -426,10 +429,23 @@ def _solved(row: Row) -> bool:
     return row.bottleneck_s is not None and math.isfinite(row.bottleneck_s) and row.bottleneck_s > 0
 
 
+def _proven_within(row: Row, gap_limit: float) -> bool:
+    """Whether the row's own bound proves its placement optimal or within ``gap_limit``."""
+    if row.status == "optimal":
+        return True
+    return (
+        gap_limit > 0
+        and _solved(row)
+        and row.lower_bound_s is not None
+        and row.bottleneck_s <= row.lower_bound_s * (1 + gap_limit) * (1 + _TOLERANCE)
+    )
+
+
 def score(
     rows: Sequence[Row], *, settings: dict[str, Any] | None = None, machine: dict[str, Any] | None = None
 ) -> BenchResults:
     """Best found and best bound per instance, each row's ratio and gap, per-solver summaries."""
+    gap_limit = (settings or {}).get("gap_limit", 0.0)
     instances = list(dict.fromkeys(r.instance for r in rows))
     solvers = list(dict.fromkeys(r.solver for r in rows))
     best_found: dict[str, float | None] = {}
@@ -481,6 +497,7 @@ def score(
                 instances=len(mine),
                 solved=len(solved),
                 optimal=sum(s.row.status == "optimal" for s in mine),
+                proven_within_gap_limit=sum(_proven_within(s.row, gap_limit) for s in mine),
                 within_1pct=sum(
                     s.gap_to_best_bound is not None and s.gap_to_best_bound <= 0.01 for s in mine
                 ),
@@ -586,9 +603,20 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value * 1e3:.4g}"
 
 
+def _mark(row: Row, gap_limit: float) -> str:
+    """The per-instance table's mark: proven optimal, failed, or proven within the gap limit."""
+    if row.status == "optimal":
+        return "*"
+    if row.status in (ERROR, TIMEOUT):
+        return "!"
+    return "~" if _proven_within(row, gap_limit) else ""
+
+
 def summary_markdown(results: BenchResults) -> str:
     """The human summary: setup, one row per solver, then one row per instance."""
     settings, host = results.settings, results.machine
+    gap_limit = settings.get("gap_limit", 0.0)
+    within_limit = f"proven within {100 * gap_limit:g}%"
     baselines = list(results.solvers[0].vs_baselines) if results.solvers else []
     out = ["# Benchmark results", ""]
     if settings:
@@ -597,7 +625,12 @@ def summary_markdown(results: BenchResults) -> str:
             f" `{settings.get('command', '')}`",
             f"- Time limit {settings.get('time_limit_s')} s per job (hard stop"
             f" {settings.get('hard_limit_s')} s), {settings.get('jobs')} parallel jobs,"
-            f" {settings.get('threads', 1)} solver thread(s) each",
+            f" {settings.get('threads', 1)} solver thread(s) each"
+            + (
+                f", gap limit {100 * gap_limit:g}% (a job stops once its own bound proves it)"
+                if gap_limit
+                else ""
+            ),
         ]
     if host:
         out.append(
@@ -619,7 +652,13 @@ def summary_markdown(results: BenchResults) -> str:
         "*Ratio to best*: geometric mean over solved instances of bottleneck / best found by any solver."
         " *vs X*: geometric mean of bottleneck / X's bottleneck over instances both solved (below 1"
         " is better than X). *Within p%*: bottleneck ≤ (1 + p%) × best lower bound of the run."
-        " *Optimal*: proven by the solver itself. *Peak MB*: largest resident memory of the"
+        " *Optimal*: proven by the solver itself."
+        + (
+            f" *{within_limit.capitalize()}*: optimal, or within the gap limit by the solver's own bound."
+            if gap_limit
+            else ""
+        )
+        + " *Peak MB*: largest resident memory of the"
         " solver's worker process (the interpreter and libraries included).",
         "",
     ]
@@ -627,6 +666,7 @@ def summary_markdown(results: BenchResults) -> str:
         "solver",
         "solved",
         "optimal",
+        *([within_limit] if gap_limit else []),
         "within 1%",
         "within 5%",
         "ratio to best",
@@ -642,6 +682,7 @@ def summary_markdown(results: BenchResults) -> str:
             f"`{s.solver}`",
             _pct(s.solved, s.instances),
             _pct(s.optimal, s.instances),
+            *([_pct(s.proven_within_gap_limit, s.instances)] if gap_limit else []),
             _pct(s.within_1pct, s.instances),
             _pct(s.within_5pct, s.instances),
             _ratio(s.geomean_ratio_to_best, s.solved),
@@ -658,7 +699,9 @@ def summary_markdown(results: BenchResults) -> str:
         "",
         "## Per instance",
         "",
-        "Bottleneck in ms; `*` proven optimal, `!` timeout or error, `—` no placement (`refused`:"
+        "Bottleneck in ms; `*` proven optimal,"
+        + (" `~` proven within the gap limit," if gap_limit else "")
+        + " `!` timeout or error, `—` no placement (`refused`:"
         " outside the solver's scope). Best bound:"
         " the largest lower bound any solver proved.",
         "",
@@ -670,8 +713,7 @@ def summary_markdown(results: BenchResults) -> str:
         cells = [name, str(first.row.num_ops), str(first.row.stages), _ms(first.best_bound_s)]
         for solver in solvers:
             r = by_key[(name, solver)].row
-            mark = "*" if r.status == "optimal" else "!" if r.status in (ERROR, TIMEOUT) else ""
-            cells.append(_ms(r.bottleneck_s) + mark)
+            cells.append(_ms(r.bottleneck_s) + _mark(r, gap_limit))
         out.append("| " + " | ".join(cells) + " |")
     problems = [s.row for s in results.scored if s.row.error and s.row.status != REFUSED]
     refusals = [s for s in results.solvers if s.refused]

@@ -112,6 +112,24 @@ def test_geometric_means_hand_checked() -> None:
     assert not results.warnings
 
 
+def test_placements_proven_within_the_gap_limit_are_counted_and_marked() -> None:
+    rows = [
+        _row("i1", "order-dp", "optimal", 1.0, 1.0),
+        _row("i1", "uniform", "feasible", 1.2, 0.5),
+        _row("i2", "order-dp", "feasible", 1.04, 1.0),  # its own bound proves 4% ≤ 5%
+        _row("i2", "uniform", "error", None, None),
+        _row("i3", "order-dp", "feasible", 1.06, 1.0),  # the run's best bound would, not its own
+        _row("i3", "uniform", "feasible", 1.06, 1.03),
+    ]
+    within = bench.score(rows, settings={"gap_limit": 0.05})
+    assert {s.solver: s.proven_within_gap_limit for s in within.solvers} == {"order-dp": 2, "uniform": 1}
+    summary = bench.summary_markdown(within)
+    assert "gap limit 5%" in summary and "| proven within 5% |" in summary
+    assert "| 1000* | 1200 |" in summary and "| 1040~ | —! |" in summary and "| 1060 | 1060~ |" in summary
+    plain = bench.summary_markdown(bench.score(rows, settings={"gap_limit": 0.0}))
+    assert "proven within" not in plain and "~" not in plain
+
+
 def test_a_bound_above_a_placement_is_flagged() -> None:
     results = bench.score([_row("i", "a", "feasible", 1.0, 0.5), _row("i", "b", "feasible", 2.0, 1.5)])
     assert len(results.warnings) == 1 and "'b'" in results.warnings[0]
