@@ -25,12 +25,12 @@ test: $(STAMP)
 
 # Thousands of generated instances through every solver, the loaders fuzzed, the chain and
 # two-tower bounds against brute force on hundreds of small graphs and against ideal-dp's and
-# cp-sat's placements on larger ones, for a bounded time.
+# cp-sat's placements on larger ones, for a bounded time; one worker per usable core (14 minutes on 2).
 fuzz: $(STAMP)
 	PARTITION_PROPERTY_EXAMPLES=2000 PARTITION_FUZZ_EXAMPLES=3000 PARTITION_BOUND_EXAMPLES=200 \
 		PARTITION_TOWER_EXAMPLES=900 PARTITION_LARGER_BOUND_EXAMPLES=60 PARTITION_LARGER_TOWER_EXAMPLES=60 \
 		timeout 2700 \
-		$(BIN)/python -m pytest tests/test_properties.py tests/test_fuzz_loaders.py tests/test_chain_bound.py \
+		$(BIN)/python -m pytest -n auto tests/test_properties.py tests/test_fuzz_loaders.py tests/test_chain_bound.py \
 		tests/test_tower_bound.py::test_never_above_the_optimum_on_two_towers \
 		tests/test_tower_bound.py::test_never_above_the_solvers_placements_on_larger_towers -p no:cacheprovider
 
