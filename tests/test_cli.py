@@ -186,6 +186,22 @@ def test_bad_input_is_one_clear_line(tmp_path: Path, case: str, message: str) ->
     assert message in lines[-1], run.stderr
 
 
+def test_verbs_that_never_read_onnx_start_without_importing_it(tmp_path: Path) -> None:
+    """onnx (with ml_dtypes) and onnxruntime take most of a second to import: the CLI's start,
+    and so `--help` and `solve` on an instance file, do without them (`--help`: 1.5 s → 1.0 s)."""
+    instance = str(Path(__file__).parent.parent / "instances" / "v1" / "light-resnet50.homo-4a100.k4.json.gz")
+    script = (
+        "import sys\n"
+        "from partition.cli import main\n"
+        f"sys.argv = ['partition', 'solve', {instance!r}, '-q', '-o', {str(tmp_path / 'p.json')!r}]\n"
+        "assert main() == 0\n"
+        "print(sorted(m for m in ('onnx', 'onnxruntime', 'matplotlib') if m in sys.modules))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().splitlines()[-1] == "[]"
+
+
 @pytest.mark.parametrize(("cores", "threads"), [(1, 1), (2, 2), (32, 8)])
 def test_solve_uses_the_usable_cores_unless_told(
     monkeypatch, tmp_path: Path, cores: int, threads: int, capsys

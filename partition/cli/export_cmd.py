@@ -6,7 +6,6 @@ import argparse
 import sys
 
 from ..errors import InputError
-from ..export import export_stages
 from ._common import add_problem, add_quiet, dims_from_args, load_placement
 
 
@@ -23,6 +22,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if not args.source.endswith(".onnx"):
         raise InputError(f"{args.source}: export needs the ONNX model the placement was solved for")
+    from ..export import export_stages  # onnx: imported by the verbs that need it (start-up time)
+
     instance, placement, _, _ = load_placement(args)
     pipeline = export_stages(
         args.source, instance, placement, args.output, dims=dims_from_args(args.dim), force=args.force

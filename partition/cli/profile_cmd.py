@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from ..profiler import Profile, profile_model
 from ._common import add_output, add_quiet, dims_from_args, emit, progress_printer
+
+if TYPE_CHECKING:
+    from ..profiler import Profile
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -46,6 +49,8 @@ def summary(profile: Profile) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..profiler import profile_model  # onnx and onnxruntime: only for this verb (start-up time)
+
     profile = profile_model(
         args.model,
         runs=args.runs,

@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..api import usable_cores
 from ..errors import InputError
-from ..export import load_pipeline
 from ..jsonio import read_json
 from ..placement import PLACEMENT_SCHEMA
-from ..reality import compare
-from ..run import ATOL, RTOL, RunReport, run_pipeline
 from ._common import add_output, add_quiet, emit, progress_printer
+
+if TYPE_CHECKING:
+    from ..run import RunReport
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -39,6 +40,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 def _check_placement(path: str, directory: str) -> dict:
     """The placement file, refused unless its stages hold exactly the exported stages' ops."""
+    from ..export import load_pipeline
+
     document = read_json(path, "placement")
     if not isinstance(document, dict) or document.get("schema") != PLACEMENT_SCHEMA:
         raise InputError(f"{path}: not a partition placement file")
@@ -52,6 +55,8 @@ def _check_placement(path: str, directory: str) -> dict:
 
 
 def _table(report: RunReport) -> str:
+    from ..run import ATOL, RTOL
+
     lines = [f"{'stage':6}{'core':>5}{'compute ms':>12}{'(cpu ms)':>10}{'send ms':>9}{'time ms':>9}"]
     for t in report.stages:
         core = "-" if t.core is None else str(t.core)
@@ -76,6 +81,11 @@ def _table(report: RunReport) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    # onnx and onnxruntime: imported by the verbs that need them, so that the others start sooner
+    from ..export import load_pipeline
+    from ..reality import compare
+    from ..run import run_pipeline
+
     if args.repeats < 1:
         raise InputError("--repeats must be at least 1")
     placement = _check_placement(args.compare, args.stages) if args.compare else None
