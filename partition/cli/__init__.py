@@ -2,6 +2,10 @@
 
 Every user error is a :class:`~partition.errors.PartitionError` printed as one line with a
 non-zero exit; results go to stdout or ``-o``, progress and tables to stderr.
+
+The verbs that execute or write models (``export``, ``profile``, ``run``) import the modules
+that need onnx and onnxruntime inside their ``run``: those take most of a second to import
+(ml_dtypes), which every other verb, ``--help`` included, would otherwise pay at start-up.
 """
 
 from __future__ import annotations

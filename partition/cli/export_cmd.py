@@ -22,7 +22,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if not args.source.endswith(".onnx"):
         raise InputError(f"{args.source}: export needs the ONNX model the placement was solved for")
-    from ..export import export_stages  # onnx: imported by the verbs that need it (start-up time)
+    from ..export import export_stages  # needs onnx: imported here (the package's docstring)
 
     instance, placement, _, _ = load_placement(args)
     pipeline = export_stages(

@@ -49,7 +49,7 @@ def summary(profile: Profile) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..profiler import profile_model  # onnx and onnxruntime: only for this verb (start-up time)
+    from ..profiler import profile_model  # needs onnx: imported here (the package's docstring)
 
     profile = profile_model(
         args.model,

@@ -81,7 +81,7 @@ def _table(report: RunReport) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    # onnx and onnxruntime: imported by the verbs that need them, so that the others start sooner
+    # these need onnx and onnxruntime: imported here (the package's docstring)
     from ..export import load_pipeline
     from ..reality import compare
     from ..run import run_pipeline
