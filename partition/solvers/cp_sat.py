@@ -441,9 +441,7 @@ class CpSat(Solver):
         notes = [f"cp-sat: {solver.StatusName(status)} after {solver.WallTime():.2f} s"]
         if status == cp_model.OPTIMAL and not settings.gap_limit:
             return Outcome(model.decode(solver), Status.OPTIMAL, bound, tuple(notes))
-        if status == cp_model.OPTIMAL:  # within the gap limit (relative_gap_limit)
-            return Outcome(model.decode(solver), Status.FEASIBLE, bound, tuple(notes))
-        if status == cp_model.FEASIBLE:
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # OPTIMAL: within relative_gap_limit
             return Outcome(model.decode(solver), Status.FEASIBLE, bound, tuple(notes))
         if status == cp_model.INFEASIBLE and start is not None:
             # Only byte rounding (≤ 1 byte per term) can reject a placement the evaluator accepts.
