@@ -83,6 +83,32 @@ def test_inspect_reports_counts(capsys) -> None:
     assert info["gflops"] / 2 == pytest.approx(4.1, rel=0.05)
 
 
+def test_inspect_reads_an_instance_file(tmp_path: Path, capsys) -> None:
+    """An instance is inspected like its model, plus its cluster and what the whole model costs
+    on one device of each type; ``--dim`` cannot reshape it."""
+    source = str(LIGHT / "light_squeezenet.onnx")
+    instance_path = tmp_path / "inst.json"
+    args = ["instance", source, "--cluster", "hetero-2h100-4a100-2l4", "-k", "3", "-o", str(instance_path)]
+    assert main(args) == 0
+    assert main(["inspect", source, "--json"]) == 0
+    from_model = json.loads(capsys.readouterr().out)
+    assert main(["inspect", str(instance_path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["op_types"] == from_model["op_types"]
+    assert info["gflops"] == pytest.approx(from_model["gflops"])
+    instance = partition.load_instance(instance_path)
+    described = info["instance"]
+    assert described["stages"] == 3 and described["cluster"] == "hetero-2h100-4a100-2l4"
+    assert sum(sum(h["devices"].values()) for h in described["hosts"]) == len(instance.cluster.devices)
+    for column, name in enumerate(instance.cluster.type_names):
+        whole = float(instance.costs.times[:, column].sum()) * 1e3
+        assert described["whole_model_ms"][name] == pytest.approx(whole)
+    assert main(["inspect", str(instance_path)]) == 0
+    assert "ms on H100" in capsys.readouterr().out
+    assert main(["inspect", str(instance_path), "--dim", "batch=2"]) == 2
+    assert "--dim applies to ONNX models" in capsys.readouterr().err
+
+
 def test_model_and_cluster_may_come_from_pipes(tmp_path: Path, capsys) -> None:
     """A FIFO (what ``--cluster <(zcat c.json.gz)`` passes) is read as a stream, not refused
     as a missing file."""

@@ -4,6 +4,8 @@ Layers are read off module paths: an op's layer is its path up to the first inde
 (``/model/transformer/h.3`` for ``/model/transformer/h.3/attn``), or its whole path when no part
 is indexed. When the model sits next to a ``manifest.json`` (the ``models/`` zoo) that lists it,
 the parameter bytes and the matmul/conv FLOPs are compared with what torch counted at export.
+An instance file is inspected too: its graph as above, plus its cluster, stages and what the
+whole model costs on one device of each type, the figures its solves start from.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from collections import Counter
 from pathlib import Path
 
 from ..api import load_graph
+from ..errors import InputError
 from ..graph import OpClass, OpGraph
+from ..instance import Instance, load_instance
 from ..jsonio import write_atomic
-from ._common import add_output, dims_from_args, emit
+from ._common import add_output, dims_from_args, emit, is_instance_file
 
 _INDEXED = re.compile(r"\.\d+$")
 _TOP = "(no module)"
@@ -27,7 +31,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     parser = verbs.add_parser(
         "inspect", help="ops, FLOPs, parameters and op types, per layer; Graphviz export"
     )
-    parser.add_argument("model", metavar="MODEL.onnx")
+    parser.add_argument("model", metavar="MODEL.onnx|INSTANCE.json")
     parser.add_argument(
         "--dim",
         action="append",
@@ -143,9 +147,36 @@ def to_dot(graph: OpGraph) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _instance_summary(instance: Instance) -> dict:
+    """The cluster and stage count an instance poses, and the whole model's time on one device of
+    each type: its sum over the cluster's devices is the ideal stage time times the stages."""
+    cluster = instance.cluster
+    whole = instance.costs.times.sum(axis=0)
+    return {
+        "name": instance.name,
+        "cluster": cluster.name,
+        "hosts": [
+            {"name": host.name, "devices": dict(Counter(d.type for d in cluster.devices if d.host == h))}
+            for h, host in enumerate(cluster.hosts)
+        ],
+        "stages": instance.options.stages,
+        "comm_mode": instance.options.comm_mode.value,
+        "whole_model_ms": {name: float(whole[t]) * 1e3 for t, name in enumerate(cluster.type_names)},
+    }
+
+
 def run(args: argparse.Namespace) -> int:
-    graph = load_graph(args.model, dims=dims_from_args(args.dim))
+    instance = None
+    if is_instance_file(Path(args.model)):
+        if args.dim:
+            raise InputError(f"{args.model}: --dim applies to ONNX models; an instance's shapes are fixed")
+        instance = load_instance(args.model)
+        graph = instance.graph
+    else:
+        graph = load_graph(args.model, dims=dims_from_args(args.dim))
     info = summary(args.model, graph)
+    if instance is not None:
+        info["instance"] = _instance_summary(instance)
     if args.dot:
         write_atomic(args.dot, to_dot(graph), overwrite=args.force)
     if args.json or args.output:
@@ -159,6 +190,14 @@ def run(args: argparse.Namespace) -> int:
     first, last = info["longest_path"]
     print(f"longest path   {info['longest_path_ops']} ops ({first} → {last})")
     print("op types       " + ", ".join(f"{t} {n}" for t, n in info["op_types"].items()))
+    if "instance" in info:
+        i = info["instance"]
+        hosts = "; ".join(
+            f"{h['name']}: " + ", ".join(f"{n} × {t}" for t, n in h["devices"].items()) for h in i["hosts"]
+        )
+        print(f"instance       {i['name']}: {i['stages']} stages, {i['comm_mode']} communication")
+        print(f"cluster        {i['cluster']} ({hosts})")
+        print("whole model    " + ", ".join(f"{ms:.4g} ms on {t}" for t, ms in i["whole_model_ms"].items()))
     if "manifest" in info:
         m = info["manifest"]
         print(
