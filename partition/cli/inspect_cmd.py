@@ -149,7 +149,7 @@ def to_dot(graph: OpGraph) -> str:
 
 def _instance_summary(instance: Instance) -> dict:
     """The cluster and stage count an instance poses, and the whole model's time on one device of
-    each type: its sum over the cluster's devices is the ideal stage time times the stages."""
+    each type: how much faster one type runs this model than another, before any split."""
     cluster = instance.cluster
     whole = instance.costs.times.sum(axis=0)
     return {
