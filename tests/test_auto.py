@@ -48,6 +48,17 @@ def test_auto_runs_cp_sat_on_t5_at_few_stages_and_anytime_at_many() -> None:
     assert _choose_solver(many)[0] == "anytime"
 
 
+def test_a_proof_of_cp_sat_ends_auto_though_its_bound_sits_past_the_tolerance() -> None:
+    # T5 over four device types at k = 2: CP-SAT proves the optimum in under a second, but its
+    # model rounds every term down and the bound lies 1.6e-6 below the placement; the polish and
+    # the two-tower bound then took the rest of the limit for nothing.
+    instance = partition.load_instance("instances/v1/t5_small.hetero-h200-h100-a100-v100.k2.json.gz")
+    result = partition.solve(instance, time_limit=20)
+    assert result.solver == "cp-sat" and result.status is partition.Status.OPTIMAL
+    assert result.bottleneck > result.lower_bound * (1 + 1e-6)
+    assert not any(note.startswith(("auto: lns", "bound:")) for note in result.notes)
+
+
 def test_auto_runs_anytime_where_the_chain_bound_is_close_and_cp_sat_where_it_is_not() -> None:
     # Below 500 ops and past ideal-dp's ideal limit: on Inception-v2 at k = 16 the chain bound
     # is within 11% of the best heuristic placement and CP-SAT only walks its warm start; on
