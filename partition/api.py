@@ -281,6 +281,12 @@ def _polish_with_cp_sat(
             replace(second, lower_bound=lower),
             ("auto: cp-sat improved on ideal-dp in the time left",),
         )
+    if second.status is Status.OPTIMAL:  # CP-SAT's optimum is no better: ideal-dp's is one too
+        return (
+            "ideal-dp",
+            replace(first, status=Status.OPTIMAL, lower_bound=lower),
+            ("auto: cp-sat proved it optimal",),
+        )
     return (
         "ideal-dp",
         replace(first, lower_bound=lower),
@@ -354,6 +360,11 @@ def _ranking(instance: Instance, placement: Placement) -> tuple[float, float]:
     if not evaluation.valid:
         return math.inf, math.inf
     return evaluation.bottleneck, evaluation.latency
+
+
+def _proven(solver: str, outcome: Outcome) -> bool:
+    """Whether ``solver`` proved its placement optimal over every placement."""
+    return outcome.status is Status.OPTIMAL and get_solver(solver).capabilities.scope is Scope.GLOBAL
 
 
 def _with_structural_bound(
@@ -493,16 +504,16 @@ def _solve(instance: Instance, solver: str, time_limit: float | None, settings: 
     # A global solver's proof ends the solve, though its bound may sit a little further below
     # the placement than the tolerance: CP-SAT's model rounds every term down (CLIP over
     # H100/A100 at k = 2, proven in 1.1 s, was polished and bounded for 58 s more).
-    proven = outcome.status is Status.OPTIMAL and get_solver(name).capabilities.scope is Scope.GLOBAL
     bound_notes: tuple[str, ...] = ()
-    if not proven:
+    if not _proven(name, outcome):
         bound, bound_notes = _with_structural_bound(instance, outcome, bound, bound_budget, last, settings)
-    if auto and name == "ideal-dp" and not proven:
+    if auto and name == "ideal-dp" and not _proven(name, outcome):
         name, outcome, polish_notes = _polish_with_cp_sat(
             instance, outcome, bound, settings, started, cp_sat_share
         )
         fallback_notes = (*fallback_notes, *polish_notes)
-    if auto and name != "anytime" and not proven:  # the anytime search ends with the same polish
+    # the anytime search ends with the same polish
+    if auto and name != "anytime" and not _proven(name, outcome):
         # the structural bound is done: the polish may use the time limit but for the evaluation
         deadline = started + (time_limit or AUTO_TIME_LIMIT) * (1 - _EVALUATION_SHARE)
         outcome, polish_notes = _polish_with_lns(instance, outcome, bound, settings, deadline)

@@ -59,6 +59,23 @@ def test_a_proof_of_cp_sat_ends_auto_though_its_bound_sits_past_the_tolerance() 
     assert not any(note.startswith(("auto: lns", "bound:")) for note in result.notes)
 
 
+def test_cp_sat_proving_ideal_dp_s_placement_optimal_ends_auto(monkeypatch) -> None:
+    # ideal-dp stops above its bound on this DAG (mixed links); CP-SAT, from its placement,
+    # proves that placement optimal with a bound rounded a little further down than the
+    # tolerance: the result is optimal, and nothing is polished after the proof.
+    instance = random_dag_instance(1, 9, hosts=TWO_HOSTS, stages=3, shared_outputs=True)
+
+    def proves_its_start(self, instance, settings):
+        bottleneck = evaluate(instance, settings.warm_start).bottleneck
+        return Outcome(settings.warm_start, partition.Status.OPTIMAL, bottleneck / (1 + 2e-6))
+
+    monkeypatch.setattr(CpSat, "solve", proves_its_start)
+    result = partition.solve(instance, time_limit=30)
+    assert result.solver == "ideal-dp" and result.status is partition.Status.OPTIMAL
+    assert "auto: cp-sat proved it optimal" in result.notes
+    assert not any(note.startswith("auto: lns") for note in result.notes)
+
+
 def test_auto_runs_anytime_where_the_chain_bound_is_close_and_cp_sat_where_it_is_not() -> None:
     # Below 500 ops and past ideal-dp's ideal limit: on Inception-v2 at k = 16 the chain bound
     # is within 11% of the best heuristic placement and CP-SAT only walks its warm start; on
