@@ -76,6 +76,29 @@ def test_cp_sat_proving_ideal_dp_s_placement_optimal_ends_auto(monkeypatch) -> N
     assert not any(note.startswith("auto: lns") for note in result.notes)
 
 
+def test_cp_sat_that_proves_nothing_in_its_share_leaves_the_rest_to_anytime(monkeypatch) -> None:
+    # CP-SAT (here returning its start unproven at once) gets 60% of the solver's time; the
+    # anytime search gets the rest, and the better placement and the larger bound are kept.
+    instance = random_dag_instance(3, 14, hosts=TWO_HOSTS, stages=3, shared_outputs=True)
+    limits = []
+    uniform = get_solver("uniform").solve(instance, Settings()).placement
+
+    def unproven(self, instance, settings):
+        limits.append(settings.time_limit)
+        return Outcome(uniform, partition.Status.FEASIBLE, 0.0, ("cp-sat: FEASIBLE",))
+
+    monkeypatch.setattr(CpSat, "solve", unproven)
+    monkeypatch.setattr("partition.api._choose_solver", lambda instance, limit: ("cp-sat", "auto: cp-sat"))
+    result = partition.solve(instance, time_limit=5)
+    alone = partition.solve(instance, "anytime", time_limit=5)
+    assert limits == [pytest.approx(0.6 * 0.9 * 5, rel=0.05)]
+    assert result.solver == "anytime" and "auto: anytime improved on cp-sat in the time left" in result.notes
+    assert "cp-sat: FEASIBLE" in result.notes
+    assert result.bottleneck <= evaluate(instance, uniform).bottleneck
+    assert result.bottleneck == pytest.approx(alone.bottleneck)
+    assert result.lower_bound >= alone.lower_bound * (1 - 1e-9)
+
+
 def test_auto_runs_anytime_where_the_chain_bound_is_close_and_cp_sat_where_it_is_not() -> None:
     # Below 500 ops and past ideal-dp's ideal limit: on Inception-v2 at k = 16 the chain bound
     # is within 11% of the best heuristic placement and CP-SAT only walks its warm start; on
