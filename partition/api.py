@@ -303,13 +303,19 @@ def _polish_with_cp_sat(
 
 
 def _search_after_cp_sat(
-    instance: Instance, first: Outcome, settings: Settings, deadline: float
+    instance: Instance, first: Outcome, bound: float, settings: Settings, deadline: float
 ) -> tuple[str, Outcome, tuple[str, ...]]:
     """Under ``auto``, the anytime search until ``deadline`` after a CP-SAT run that proved
-    nothing: the better placement of the two and the larger bound, both valid. See
-    :data:`_AUTO_CP_SAT_ROUTE_SHARE`."""
+    neither the optimum nor the gap limit: the better placement of the two and the larger
+    bound, both valid. See :data:`_AUTO_CP_SAT_ROUTE_SHARE`."""
     remaining = deadline - time.perf_counter()
-    if remaining < _MIN_POLISH_SECONDS:
+    bound = max(bound, first.lower_bound)
+    if remaining < _MIN_POLISH_SECONDS or (
+        first.placement is not None
+        and settings.close_enough(
+            evaluate(instance, first.placement).bottleneck, bound, _OPTIMALITY_TOLERANCE
+        )
+    ):
         return "cp-sat", first, ()
     second = get_solver("anytime").solve(instance, replace(settings, time_limit=remaining))
     lower, notes = max(first.lower_bound, second.lower_bound), (*first.notes, *second.notes)
@@ -525,7 +531,9 @@ def _solve(instance: Instance, solver: str, time_limit: float | None, settings: 
     unproven = outcome.status in (Status.FEASIBLE, Status.NO_SOLUTION)
     if auto and name == "cp-sat" and settings.time_limit is not None and unproven:
         solver_deadline = started + time_limit * (1 - _STRUCTURAL_BOUND_SHARE)
-        name, outcome, search_notes = _search_after_cp_sat(instance, outcome, settings, solver_deadline)
+        name, outcome, search_notes = _search_after_cp_sat(
+            instance, outcome, bound, settings, solver_deadline
+        )
         fallback_notes = (*fallback_notes, *search_notes)
     # Before any polish, so that a bound meeting the incumbent ends ``auto`` at once.
     bound = max(bound, outcome.lower_bound)

@@ -99,6 +99,21 @@ def test_cp_sat_that_proves_nothing_in_its_share_leaves_the_rest_to_anytime(monk
     assert result.lower_bound >= alone.lower_bound * (1 - 1e-9)
 
 
+def test_cp_sat_within_the_gap_limit_is_not_followed_by_anytime(monkeypatch) -> None:
+    instance = random_dag_instance(3, 14, hosts=TWO_HOSTS, stages=3, shared_outputs=True)
+    uniform = get_solver("uniform").solve(instance, Settings()).placement
+    bottleneck = evaluate(instance, uniform).bottleneck
+
+    def within_the_limit(self, instance, settings):
+        return Outcome(uniform, partition.Status.FEASIBLE, bottleneck / 1.01, ("cp-sat: OPTIMAL",))
+
+    monkeypatch.setattr(CpSat, "solve", within_the_limit)
+    monkeypatch.setattr("partition.api._choose_solver", lambda instance, limit: ("cp-sat", "auto: cp-sat"))
+    result = partition.solve(instance, time_limit=5, gap_limit=0.02)
+    assert result.solver == "cp-sat" and result.bottleneck == bottleneck
+    assert not any("anytime" in note for note in result.notes)
+
+
 def test_auto_runs_anytime_where_the_chain_bound_is_close_and_cp_sat_where_it_is_not() -> None:
     # Below 500 ops and past ideal-dp's ideal limit: on Inception-v2 at k = 16 the chain bound
     # is within 11% of the best heuristic placement and CP-SAT only walks its warm start; on
