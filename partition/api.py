@@ -317,6 +317,7 @@ def _search_after_cp_sat(
         )
     ):
         return "cp-sat", first, ()
+    settings.report(f"auto: cp-sat proved nothing; anytime for the {remaining:.1f} s left")
     second = get_solver("anytime").solve(instance, replace(settings, time_limit=remaining))
     lower, notes = max(first.lower_bound, second.lower_bound), (*first.notes, *second.notes)
     if second.placement is not None and (
