@@ -267,66 +267,56 @@ def _ideal_dp_seconds(limit: float, share: float = _AUTO_IDEAL_DP_SHARE) -> floa
 def _polish_with_cp_sat(
     instance: Instance, first: Outcome, bound: float, settings: Settings, started: float, share: float
 ) -> tuple[str, Outcome, tuple[str, ...]]:
-    """Under ``auto``, spend (``share`` of) the time ideal-dp left on CP-SAT when ideal-dp did not
-    close its gap (its communication estimate is a lower one where links differ): keep the better
-    placement and the larger bound, both solvers' bounds being valid."""
+    """Under ``auto``, spend (``share`` of) the time ideal-dp left on CP-SAT, from ideal-dp's
+    placement, when ideal-dp did not close its gap (its communication estimate is a lower one
+    where links differ)."""
+    if first.placement is None:
+        return "ideal-dp", first, ()
     remaining = share * ((settings.time_limit or AUTO_TIME_LIMIT) - (time.perf_counter() - started))
-    if first.placement is None or remaining < _MIN_POLISH_SECONDS:
-        return "ideal-dp", first, ()
-    incumbent = evaluate(instance, first.placement).bottleneck
-    if settings.close_enough(incumbent, max(bound, first.lower_bound), _OPTIMALITY_TOLERANCE):
-        return "ideal-dp", first, ()
-    try:
-        second = get_solver("cp-sat").solve(
-            instance, replace(settings, time_limit=remaining, warm_start=first.placement)
-        )
-    except Exception as error:  # the ideal-dp placement stands; a polish must not lose it
-        return "ideal-dp", first, (f"auto: cp-sat polish failed ({type(error).__name__}: {error})",)
-    lower = max(first.lower_bound, second.lower_bound if math.isfinite(second.lower_bound) else 0.0)
-    if second.placement is not None and evaluate(instance, second.placement).bottleneck < incumbent:
-        return (
-            "cp-sat",
-            replace(second, lower_bound=lower),
-            ("auto: cp-sat improved on ideal-dp in the time left",),
-        )
-    if second.status is Status.OPTIMAL:  # CP-SAT's optimum is no better: ideal-dp's is one too
-        return (
-            "ideal-dp",
-            replace(first, status=Status.OPTIMAL, lower_bound=lower),
-            ("auto: cp-sat proved it optimal",),
-        )
-    return (
-        "ideal-dp",
-        replace(first, lower_bound=lower),
-        ("auto: cp-sat, run in the time left, did not improve",),
-    )
+    return _then_run(instance, "ideal-dp", first, "cp-sat", bound, settings, remaining)
 
 
 def _search_after_cp_sat(
     instance: Instance, first: Outcome, bound: float, settings: Settings, deadline: float
 ) -> tuple[str, Outcome, tuple[str, ...]]:
     """Under ``auto``, the anytime search until ``deadline`` after a CP-SAT run that proved
-    neither the optimum nor the gap limit: the better placement of the two and the larger
-    bound, both valid. See :data:`_AUTO_CP_SAT_ROUTE_SHARE`."""
-    remaining = deadline - time.perf_counter()
-    bound = max(bound, first.lower_bound)
-    if remaining < _MIN_POLISH_SECONDS or (
-        first.placement is not None
-        and settings.close_enough(
-            evaluate(instance, first.placement).bottleneck, bound, _OPTIMALITY_TOLERANCE
-        )
+    neither the optimum nor the gap limit. See :data:`_AUTO_CP_SAT_ROUTE_SHARE`."""
+    return _then_run(instance, "cp-sat", first, "anytime", bound, settings, deadline - time.perf_counter())
+
+
+def _then_run(
+    instance: Instance, kept: str, first: Outcome, then: str, bound: float, settings: Settings, seconds: float
+) -> tuple[str, Outcome, tuple[str, ...]]:
+    """Under ``auto``, solver ``then`` for ``seconds`` (from ``first``'s placement, if it can start
+    from one) after solver ``kept`` left the gap open: the better placement of the two and the
+    larger bound, both solvers' bounds being valid. A crash of ``then`` loses nothing, and when
+    ``then`` proves an optimum no better than ``first``'s placement, that placement is optimal."""
+    if seconds < _MIN_POLISH_SECONDS:
+        return kept, first, ()
+    if first.placement is not None and settings.close_enough(
+        evaluate(instance, first.placement).bottleneck, max(bound, first.lower_bound), _OPTIMALITY_TOLERANCE
     ):
-        return "cp-sat", first, ()
-    settings.report(f"auto: cp-sat proved nothing; anytime for the {remaining:.1f} s left")
-    second = get_solver("anytime").solve(instance, replace(settings, time_limit=remaining))
-    lower, notes = max(first.lower_bound, second.lower_bound), (*first.notes, *second.notes)
+        return kept, first, ()
+    settings.report(f"auto: {kept} left the gap open; {then} for {seconds:.1f} s")
+    solver = get_solver(then)
+    start = first.placement if solver.capabilities.warm_start else None
+    try:
+        second = solver.solve(instance, replace(settings, time_limit=seconds, warm_start=start))
+    except Exception as error:  # the placement found stands; a second solver must not lose it
+        return kept, first, (f"auto: {then} after {kept} failed ({type(error).__name__}: {error})",)
+    lower = max(first.lower_bound, second.lower_bound if math.isfinite(second.lower_bound) else 0.0)
+    notes = (*first.notes, *second.notes)
     if second.placement is not None and (
         first.placement is None or _ranking(instance, second.placement) < _ranking(instance, first.placement)
     ):
-        note = "auto: anytime improved on cp-sat in the time left"
-        return "anytime", replace(second, lower_bound=lower, notes=notes), (note,)
-    note = "auto: anytime, run in the time left, did not improve on cp-sat"
-    return "cp-sat", replace(first, lower_bound=lower, notes=notes), (note,)
+        return then, replace(second, lower_bound=lower, notes=notes), (f"auto: {then} improved on {kept}",)
+    if second.status is Status.OPTIMAL and first.placement is not None:
+        return (
+            kept,
+            replace(first, status=Status.OPTIMAL, lower_bound=lower, notes=notes),
+            (f"auto: {then} proved it optimal",),
+        )
+    return kept, replace(first, lower_bound=lower, notes=notes), (f"auto: {then} did not improve on {kept}",)
 
 
 def _polish_with_lns(

@@ -13,6 +13,7 @@ import partition
 from partition.api import _auto_shares, _choose_solver, _ideal_dp_seconds, _polish_with_lns
 from partition.evaluator import evaluate
 from partition.solvers import Outcome, Settings, get_solver
+from partition.solvers.anytime import Anytime
 from partition.solvers.cp_sat import CpSat
 from partition.solvers.lns import PolishReport
 
@@ -92,11 +93,29 @@ def test_cp_sat_that_proves_nothing_in_its_share_leaves_the_rest_to_anytime(monk
     result = partition.solve(instance, time_limit=5)
     alone = partition.solve(instance, "anytime", time_limit=5)
     assert limits == [pytest.approx(0.6 * 0.9 * 5, rel=0.05)]
-    assert result.solver == "anytime" and "auto: anytime improved on cp-sat in the time left" in result.notes
+    assert result.solver == "anytime" and "auto: anytime improved on cp-sat" in result.notes
     assert "cp-sat: FEASIBLE" in result.notes
     assert result.bottleneck <= evaluate(instance, uniform).bottleneck
     assert result.bottleneck == pytest.approx(alone.bottleneck)
     assert result.lower_bound >= alone.lower_bound * (1 - 1e-9)
+
+
+def test_a_crash_of_the_search_after_cp_sat_keeps_cp_sat_s_placement(monkeypatch) -> None:
+    instance = random_dag_instance(3, 14, hosts=TWO_HOSTS, stages=3, shared_outputs=True)
+    uniform = get_solver("uniform").solve(instance, Settings()).placement
+
+    def crash(self, instance, settings):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(
+        CpSat, "solve", lambda self, instance, settings: Outcome(uniform, partition.Status.FEASIBLE)
+    )
+    monkeypatch.setattr(Anytime, "solve", crash)
+    monkeypatch.setattr("partition.api._choose_solver", lambda instance, limit: ("cp-sat", "auto: cp-sat"))
+    result = partition.solve(instance, time_limit=5)
+    assert result.solver == "cp-sat"  # its placement, then polished by the time left
+    assert result.bottleneck <= evaluate(instance, uniform).bottleneck
+    assert "auto: anytime after cp-sat failed (RuntimeError: boom)" in result.notes
 
 
 def test_cp_sat_within_the_gap_limit_is_not_followed_by_anytime(monkeypatch) -> None:
