@@ -276,14 +276,6 @@ def _polish_with_cp_sat(
     return _then_run(instance, "ideal-dp", first, "cp-sat", bound, settings, remaining)
 
 
-def _search_after_cp_sat(
-    instance: Instance, first: Outcome, bound: float, settings: Settings, deadline: float
-) -> tuple[str, Outcome, tuple[str, ...]]:
-    """Under ``auto``, the anytime search until ``deadline`` after a CP-SAT run that proved
-    neither the optimum nor the gap limit. See :data:`_AUTO_CP_SAT_ROUTE_SHARE`."""
-    return _then_run(instance, "cp-sat", first, "anytime", bound, settings, deadline - time.perf_counter())
-
-
 def _then_run(
     instance: Instance, kept: str, first: Outcome, then: str, bound: float, settings: Settings, seconds: float
 ) -> tuple[str, Outcome, tuple[str, ...]]:
@@ -522,8 +514,8 @@ def _solve(instance: Instance, solver: str, time_limit: float | None, settings: 
     unproven = outcome.status in (Status.FEASIBLE, Status.NO_SOLUTION)
     if auto and name == "cp-sat" and settings.time_limit is not None and unproven:
         solver_deadline = started + time_limit * (1 - _STRUCTURAL_BOUND_SHARE)
-        name, outcome, search_notes = _search_after_cp_sat(
-            instance, outcome, bound, settings, solver_deadline
+        name, outcome, search_notes = _then_run(  # see _AUTO_CP_SAT_ROUTE_SHARE
+            instance, "cp-sat", outcome, "anytime", bound, settings, solver_deadline - time.perf_counter()
         )
         fallback_notes = (*fallback_notes, *search_notes)
     # Before any polish, so that a bound meeting the incumbent ends ``auto`` at once.

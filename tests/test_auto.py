@@ -12,6 +12,8 @@ from conftest import LIGHT, TWO_HOSTS, random_dag_instance
 import partition
 from partition.api import _auto_shares, _choose_solver, _ideal_dp_seconds, _polish_with_lns
 from partition.evaluator import evaluate
+from partition.instance import Instance
+from partition.placement import Placement
 from partition.solvers import Outcome, Settings, get_solver
 from partition.solvers.anytime import Anytime
 from partition.solvers.cp_sat import CpSat
@@ -77,19 +79,28 @@ def test_cp_sat_proving_ideal_dp_s_placement_optimal_ends_auto(monkeypatch) -> N
     assert not any(note.startswith("auto: lns") for note in result.notes)
 
 
+def _cp_sat_route(monkeypatch, outcome_of) -> tuple[Instance, Placement]:
+    """A small DAG that ``auto`` sends to CP-SAT, whose solve returns ``outcome_of(the instance,
+    its uniform split, the settings it is given)``; the instance and that split."""
+    instance = random_dag_instance(3, 14, hosts=TWO_HOSTS, stages=3, shared_outputs=True)
+    uniform = get_solver("uniform").solve(instance, Settings()).placement
+    monkeypatch.setattr(
+        CpSat, "solve", lambda self, instance, settings: outcome_of(instance, uniform, settings)
+    )
+    monkeypatch.setattr("partition.api._choose_solver", lambda instance, limit: ("cp-sat", "auto: cp-sat"))
+    return instance, uniform
+
+
 def test_cp_sat_that_proves_nothing_in_its_share_leaves_the_rest_to_anytime(monkeypatch) -> None:
     # CP-SAT (here returning its start unproven at once) gets 60% of the solver's time; the
     # anytime search gets the rest, and the better placement and the larger bound are kept.
-    instance = random_dag_instance(3, 14, hosts=TWO_HOSTS, stages=3, shared_outputs=True)
     limits = []
-    uniform = get_solver("uniform").solve(instance, Settings()).placement
 
-    def unproven(self, instance, settings):
+    def unproven(instance, uniform, settings):
         limits.append(settings.time_limit)
         return Outcome(uniform, partition.Status.FEASIBLE, 0.0, ("cp-sat: FEASIBLE",))
 
-    monkeypatch.setattr(CpSat, "solve", unproven)
-    monkeypatch.setattr("partition.api._choose_solver", lambda instance, limit: ("cp-sat", "auto: cp-sat"))
+    instance, uniform = _cp_sat_route(monkeypatch, unproven)
     result = partition.solve(instance, time_limit=5)
     alone = partition.solve(instance, "anytime", time_limit=5)
     assert limits == [pytest.approx(0.6 * 0.9 * 5, rel=0.05)]
@@ -101,17 +112,13 @@ def test_cp_sat_that_proves_nothing_in_its_share_leaves_the_rest_to_anytime(monk
 
 
 def test_a_crash_of_the_search_after_cp_sat_keeps_cp_sat_s_placement(monkeypatch) -> None:
-    instance = random_dag_instance(3, 14, hosts=TWO_HOSTS, stages=3, shared_outputs=True)
-    uniform = get_solver("uniform").solve(instance, Settings()).placement
-
     def crash(self, instance, settings):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(
-        CpSat, "solve", lambda self, instance, settings: Outcome(uniform, partition.Status.FEASIBLE)
+    instance, uniform = _cp_sat_route(
+        monkeypatch, lambda _, uniform, __: Outcome(uniform, partition.Status.FEASIBLE)
     )
     monkeypatch.setattr(Anytime, "solve", crash)
-    monkeypatch.setattr("partition.api._choose_solver", lambda instance, limit: ("cp-sat", "auto: cp-sat"))
     result = partition.solve(instance, time_limit=5)
     assert result.solver == "cp-sat"  # its placement, then polished by the time left
     assert result.bottleneck <= evaluate(instance, uniform).bottleneck
@@ -119,15 +126,12 @@ def test_a_crash_of_the_search_after_cp_sat_keeps_cp_sat_s_placement(monkeypatch
 
 
 def test_cp_sat_within_the_gap_limit_is_not_followed_by_anytime(monkeypatch) -> None:
-    instance = random_dag_instance(3, 14, hosts=TWO_HOSTS, stages=3, shared_outputs=True)
-    uniform = get_solver("uniform").solve(instance, Settings()).placement
-    bottleneck = evaluate(instance, uniform).bottleneck
-
-    def within_the_limit(self, instance, settings):
+    def within_the_limit(instance, uniform, settings):
+        bottleneck = evaluate(instance, uniform).bottleneck
         return Outcome(uniform, partition.Status.FEASIBLE, bottleneck / 1.01, ("cp-sat: OPTIMAL",))
 
-    monkeypatch.setattr(CpSat, "solve", within_the_limit)
-    monkeypatch.setattr("partition.api._choose_solver", lambda instance, limit: ("cp-sat", "auto: cp-sat"))
+    instance, uniform = _cp_sat_route(monkeypatch, within_the_limit)
+    bottleneck = evaluate(instance, uniform).bottleneck
     result = partition.solve(instance, time_limit=5, gap_limit=0.02)
     assert result.solver == "cp-sat" and result.bottleneck == bottleneck
     assert not any("anytime" in note for note in result.notes)
