@@ -2659,12 +2659,17 @@ def _narrowed(
     split the bracket into ``width + 1`` equal parts; the largest value rejected is the new
     ``lower``, the least admitted the new ``high``. A ``goal`` inside the bracket (a bound
     that is enough for the caller) takes the first round's first place, and once it is
-    rejected the bisection ends."""
+    rejected the bisection ends. It is probed even when the bracket is already within the
+    resolution: the 7B decoder at k = 16 met its bound 6·10⁻⁶ above the one proved, and
+    without the probe at ``upper / (1 + 1e-7)``, which its relaxation rejects, the search
+    polished a placement it could have proved optimal for the 17 s left."""
     width, test = many if many is not None else one_at_a_time(feasible)
     round_seconds = 0.0
     step = stride if gallop and upper is not None and lower > 0 else 0.0
     pending = goal is not None and lower < goal < high
-    while high - lower > max(_RELATIVE_GAP * high, 0.0 if upper is None else share * (upper - lower)):
+    while pending or high - lower > max(
+        _RELATIVE_GAP * high, 0.0 if upper is None else share * (upper - lower)
+    ):
         if deadline is not None and time.perf_counter() + round_seconds > deadline:
             break
         started = time.perf_counter()

@@ -600,6 +600,25 @@ def test_bisection_probes_the_floor_first_and_stops_within_a_share_of_the_gap() 
     assert probes[:2] == [0.5, 1.0 / (1 + chain_bound._OPTIMAL)] and climb == sorted(climb) and len(climb) > 3
 
 
+def test_the_probe_that_proves_a_placement_optimal_is_made_inside_a_narrow_bracket() -> None:
+    # the 7B decoder at k = 16: a bound 6e-6 below the incumbent, already within the bisection's
+    # resolution, and a relaxation that rejects the incumbent less its optimality tolerance
+    upper, floor = 5.566792633e-3, 5.566757300e-3
+    threshold = upper / (1 + chain_bound._OPTIMAL / 2)
+    probes: list[float] = []
+
+    def feasible(value: float) -> bool:
+        probes.append(value)
+        return value >= threshold
+
+    found = chain_bound._bisect_below(feasible, floor, upper, None)
+    assert probes == [floor, upper / (1 + chain_bound._OPTIMAL)]
+    assert found >= upper / (1 + 1e-6)  # solve's tolerance: the incumbent is proven optimal
+    # without a goal such a bracket needs no probe
+    probes.clear()
+    assert chain_bound._narrowed(feasible, floor, upper, None, upper) == floor and probes == []
+
+
 def test_work_curves_never_exceed_an_ideals_time() -> None:
     # Every ideal of a three-expert MoE block: its time on each type is at least the grouped
     # knapsack's L at its work on each reference type (and the rest's at least U), and the
