@@ -137,6 +137,34 @@ def test_cp_sat_within_the_gap_limit_is_not_followed_by_anytime(monkeypatch) -> 
     assert not any("anytime" in note for note in result.notes)
 
 
+def test_under_a_gap_limit_cp_sat_starts_from_the_structural_bound(monkeypatch) -> None:
+    # the chain or two-tower bound, computed first, is the bound CP-SAT's gap limit counts from:
+    # a limit it proves for CP-SAT's first placements ends CP-SAT there, and nothing runs after
+    events: list[tuple[str, float]] = []
+
+    def honouring(instance, uniform, settings):
+        events.append(("cp-sat", settings.known_bound))
+        return Outcome(uniform, partition.Status.FEASIBLE, settings.known_bound, ("cp-sat: FEASIBLE",))
+
+    instance, uniform = _cp_sat_route(monkeypatch, honouring)
+    proven = evaluate(instance, uniform).bottleneck / 1.015
+
+    def structural(instance, upper, **options):
+        events.append(("bound", upper))
+        return proven, "two-tower relaxation"
+
+    monkeypatch.setattr("partition.api.structural_lower_bound", structural)
+    result = partition.solve(instance, time_limit=5, gap_limit=0.02)
+    assert [what for what, _ in events] == ["bound", "cp-sat"] and events[1][1] == proven
+    assert result.solver == "cp-sat" and result.lower_bound == proven
+    assert f"bound: two-tower relaxation, {proven * 1e3:.6g} ms" in result.notes
+    assert not any("anytime" in note for note in result.notes)
+    # without a gap limit CP-SAT searches first, from the cheap bounds
+    events.clear()
+    partition.solve(instance, time_limit=5)
+    assert events[0][0] == "cp-sat" and events[0][1] < proven
+
+
 def test_auto_runs_anytime_where_the_chain_bound_is_close_and_cp_sat_where_it_is_not() -> None:
     # Below 500 ops and past ideal-dp's ideal limit: on Inception-v2 at k = 16 the chain bound
     # is within 11% of the best heuristic placement and CP-SAT only walks its warm start; on

@@ -66,6 +66,21 @@ def test_a_warm_start_is_where_the_search_starts_and_never_worse_than_what_it_re
     assert evaluate(instance, searched.placement).bottleneck == pytest.approx(optimum.bottleneck, rel=1e-9)
 
 
+def test_a_bound_proven_before_is_reported_and_counts_for_the_gap_limit() -> None:
+    # auto proves the chain or two-tower bound first under a gap limit: CP-SAT's gap counts from it
+    instance = random_dag_instance(0, 8, hosts=TWO_HOSTS, stages=3, shared_outputs=True)
+    optimum = partition.solve(instance, "brute-force").bottleneck
+    cp_sat = get_solver("cp-sat")
+    cheap = cp_sat.solve(instance, Settings(time_limit=0.0)).lower_bound
+    assert cheap < 0.9 * optimum
+    known = cp_sat.solve(instance, Settings(time_limit=0.0, known_bound=optimum)).lower_bound
+    assert known == optimum
+    # searched, with a gap limit the known bound already proves for the optimum
+    found = cp_sat.solve(instance, Settings(time_limit=30.0, gap_limit=0.02, known_bound=optimum / 1.01))
+    assert found.lower_bound >= optimum / 1.01
+    assert evaluate(instance, found.placement).bottleneck <= optimum / 1.01 * 1.02 * (1 + 1e-6)
+
+
 def test_proven_infeasible_names_memory() -> None:
     instance = packing_infeasible_instance()
     assert partition.api.infeasibility_reason(instance) is None  # the quick checks pass

@@ -565,6 +565,8 @@ class _Search:
         self.k = min(instance.options.stages, len(instance.cluster.devices))
         self.bound = aggregate_lower_bound(instance)
         self.bound_source = "work over type-weighted aggregate speed + communication floor"
+        if settings.known_bound > self.bound:  # after CP-SAT under auto
+            self.bound, self.bound_source = settings.known_bound, "proven before the search"
         self.fine = coarsen_exact(instance)
         fine = self.fine.instance
         ideal = np.where(np.isfinite(fine.costs.times), fine.costs.times, np.inf).min(axis=1).sum() / self.k

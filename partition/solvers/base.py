@@ -48,6 +48,10 @@ class Settings:
     # A valid placement found before (by another solver): solvers with the ``warm_start``
     # capability search from it and never return worse; the others ignore it.
     warm_start: Placement | None = field(default=None, compare=False)
+    # A lower bound on the optimum proven before (by another relaxation): a solver whose own
+    # bound starts below it (CP-SAT's) measures its gap against it, so that a gap limit it
+    # proves at once ends its search at once.
+    known_bound: float = 0.0
 
     def close_enough(self, bottleneck: float, bound: float, tolerance: float) -> bool:
         """Whether a placement of ``bottleneck`` is proven within the gap limit by ``bound``, up
