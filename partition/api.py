@@ -427,7 +427,7 @@ def _bound_before_cp_sat(
     the LP's, far below, so it spent its whole share on a gap limit that this bound proves for
     its first placements (CLIP over H100/A100 at k = 4 with 2%: 33.4 s, ended by the bound in
     the search after it)."""
-    found = incumbents(instance, Settings(), rounded=False)
+    found = incumbents(instance, settings, rounded=False)  # the order DP where the limit leaves time
     upper = min((placed[2].bottleneck for placed in found), default=math.inf)
     if not math.isfinite(upper):
         return bound, ()
