@@ -74,6 +74,20 @@ def test_anytime_is_valid_and_brackets_the_exact_optimum(seed: int) -> None:
     assert result.bottleneck / optimum - 1 <= result.gap + 1e-9
 
 
+def test_a_bound_proven_before_the_search_is_its_bound_and_ends_it_within_a_gap_limit() -> None:
+    # auto's search after CP-SAT: a gap limit that bound proves ends it at its first placements
+    instance = random_dag_instance(301, 12, hosts=TWO_HOSTS, stages=3, edge_probability=0.3)
+    anytime = get_solver("anytime")
+    found = evaluate(instance, anytime.solve(instance, Settings(time_limit=2)).placement).bottleneck
+    known = found / 1.01  # taken as proven: the test checks that the search uses it
+    started = time.perf_counter()
+    outcome = anytime.solve(instance, Settings(time_limit=60, gap_limit=0.05, known_bound=known))
+    assert time.perf_counter() - started < 20
+    assert outcome.lower_bound >= known
+    assert evaluate(instance, outcome.placement).bottleneck <= known * 1.05 * (1 + 1e-6)
+    assert "bound = proven before the search" in outcome.notes[0]
+
+
 def test_anytime_keeps_colocated_ops_together() -> None:
     instance = random_dag_instance(5, 8, hosts=TWO_HOSTS, stages=4, edge_probability=0.2)
     instance = instance.with_options(colocate=(("op1", "op6"),))

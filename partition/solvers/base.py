@@ -48,9 +48,9 @@ class Settings:
     # A valid placement found before (by another solver): solvers with the ``warm_start``
     # capability search from it and never return worse; the others ignore it.
     warm_start: Placement | None = field(default=None, compare=False)
-    # A lower bound on the optimum proven before (by another relaxation): a solver whose own
-    # bound starts below it (CP-SAT's) measures its gap against it, so that a gap limit it
-    # proves at once ends its search at once.
+    # A lower bound on the optimum proven before (by another relaxation): CP-SAT and the anytime
+    # search, whose own bounds start below it, measure their gap against it, so that a gap
+    # limit it proves ends their search at their first placement within it.
     known_bound: float = 0.0
 
     def close_enough(self, bottleneck: float, bound: float, tolerance: float) -> bool:
