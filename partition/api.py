@@ -423,10 +423,10 @@ def _bound_before_cp_sat(
 ) -> tuple[float, tuple[str, ...]]:
     """With a gap limit, ``bound`` raised to the dominator-chain or two-tower bound below the
     best heuristic placement (within ``budget`` seconds, a probe still running then gives up),
-    with a note saying which, before ``auto`` runs CP-SAT alone: CP-SAT's own bound starts at
-    the LP's, far below, so it spent its whole share on a gap limit that this bound proves for
-    its first placements (CLIP over H100/A100 at k = 4 with 2%: 33.2 s, ended by the bound in
-    the search after it; 3.4 s with this bound first)."""
+    with a note saying which, before CP-SAT runs (chosen by ``auto`` or by the caller): CP-SAT's
+    own bound starts at the LP's, far below, so under ``auto`` it spent its whole share on a gap
+    limit that this bound proves for its first placements (CLIP over H100/A100 at k = 4 with
+    2%: 33.2 s, ended by the bound in the search after it; 3.4 s with this bound first)."""
     found = incumbents(instance, settings, rounded=False)  # the order DP where the limit leaves time
     upper = min((placed[2].bottleneck for placed in found), default=math.inf)
     if not math.isfinite(upper):
@@ -538,19 +538,21 @@ def _solve(instance: Instance, solver: str, time_limit: float | None, settings: 
             math.inf,
             notes=(reason,),
         )
+    bound_notes: tuple[str, ...] = ()
+    if name == "cp-sat" and settings.gap_limit > 0:  # chosen by auto or by the caller
+        began = time.perf_counter()
+        budget = _STRUCTURAL_BOUND_SHARE * (time_limit or AUTO_TIME_LIMIT)
+        bound, bound_notes = _bound_before_cp_sat(instance, bound, settings, budget)
+        if settings.time_limit is not None:
+            spent = time.perf_counter() - began
+            settings = replace(settings, time_limit=max(settings.time_limit - spent, 0.0))
     # ideal-dp's richer levels can take all the time; auto keeps some for CP-SAT and the polish
-    first = settings
+    first = replace(settings, known_bound=bound) if name == "cp-sat" else settings
     ideal_dp_share, cp_sat_share = _auto_shares(instance)
     if auto and name == "ideal-dp" and settings.time_limit is not None:
-        first = replace(settings, time_limit=_ideal_dp_seconds(settings.time_limit, ideal_dp_share))
-    bound_notes: tuple[str, ...] = ()
+        first = replace(first, time_limit=_ideal_dp_seconds(settings.time_limit, ideal_dp_share))
     if auto and name == "cp-sat" and settings.time_limit is not None:
-        share, spent = _AUTO_CP_SAT_ROUTE_SHARE * settings.time_limit, time.perf_counter()
-        if settings.gap_limit > 0:
-            budget = _STRUCTURAL_BOUND_SHARE * time_limit
-            bound, bound_notes = _bound_before_cp_sat(instance, bound, settings, budget)
-        share -= time.perf_counter() - spent
-        first = replace(settings, time_limit=max(share, 0.0), known_bound=bound)
+        first = replace(first, time_limit=_AUTO_CP_SAT_ROUTE_SHARE * settings.time_limit)
     name, outcome, fallback_notes = _run_solver(instance, name, first, auto)
     unproven = outcome.status in (Status.FEASIBLE, Status.NO_SOLUTION)
     if auto and name == "cp-sat" and settings.time_limit is not None and unproven:

@@ -163,6 +163,11 @@ def test_under_a_gap_limit_cp_sat_starts_from_the_structural_bound(monkeypatch) 
     events.clear()
     partition.solve(instance, time_limit=5)
     assert events[0][0] == "cp-sat" and events[0][1] < proven
+    # CP-SAT chosen by the caller gets the bound first as well
+    events.clear()
+    chosen = partition.solve(instance, "cp-sat", time_limit=5, gap_limit=0.02)
+    assert [what for what, _ in events] == ["bound", "cp-sat"] and events[1][1] == proven
+    assert chosen.lower_bound == proven
 
 
 def test_auto_runs_anytime_where_the_chain_bound_is_close_and_cp_sat_where_it_is_not() -> None:
