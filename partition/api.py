@@ -388,25 +388,23 @@ def _proven(solver: str, outcome: Outcome) -> bool:
 
 
 def _with_structural_bound(
-    instance: Instance, outcome: Outcome, bound: float, budget: float, last: bool, settings: Settings
+    instance: Instance, upper: float, bound: float, budget: float, last: bool, settings: Settings
 ) -> tuple[float, tuple[str, ...]]:
     """``bound`` raised to the dominator-chain or two-tower bound (:mod:`.chain_bound`,
     :mod:`.tower_bound`) when that is higher, with a note saying which. The relaxations are
-    bisected below the incumbent's bottleneck, their only use of the placement, so they are
-    computed once, within ``budget`` seconds. When it is the ``last`` step before the time
-    limit, a probe still running at the end of ``budget`` gives up (CLIP on four types at k = 8
-    ended 1.3–4 s past 60 s); otherwise it finishes, taking the time from the polish after it.
-    Nothing else runs meanwhile, so its probes use the solver's threads; a bound proving the
-    placement within the settings' gap limit is enough."""
-    if outcome.placement is None:
-        return bound, ()
-    bottleneck = evaluate(instance, outcome.placement).bottleneck
-    if not math.isfinite(bottleneck) or settings.close_enough(bottleneck, bound, _OPTIMALITY_TOLERANCE):
+    bisected below ``upper``, a placement's bottleneck and their only use of it, so they are
+    computed once, within ``budget`` seconds. With ``last``, a probe still running at the end of
+    ``budget`` gives up: in the last step before the time limit (CLIP on four types at k = 8
+    ended 1.3–4 s past 60 s), and before CP-SAT, which waits for the bound; otherwise it
+    finishes, taking the time from the polish after it. Nothing else runs meanwhile, so its
+    probes use the solver's threads; a bound proving ``upper`` within the settings' gap limit
+    is enough."""
+    if not math.isfinite(upper) or settings.close_enough(upper, bound, _OPTIMALITY_TOLERANCE):
         return bound, ()
     deadline = time.perf_counter() + budget
     value, name = structural_lower_bound(
         instance,
-        bottleneck,
+        upper,
         floor=bound,
         deadline=deadline,
         give_up=deadline if last else None,
@@ -421,33 +419,20 @@ def _with_structural_bound(
 def _bound_before_cp_sat(
     instance: Instance, bound: float, settings: Settings, budget: float
 ) -> tuple[float, tuple[str, ...]]:
-    """With a gap limit, ``bound`` raised to the dominator-chain or two-tower bound below the
-    best heuristic placement (within ``budget`` seconds, a probe still running then gives up),
-    with a note saying which, before CP-SAT runs (chosen by ``auto`` or by the caller): CP-SAT's
-    own bound starts at the LP's, far below, so under ``auto`` it spent its whole share on a gap
-    limit that this bound proves for its first placements (CLIP over H100/A100 at k = 4 with
-    2%: 33.2 s, ended by the bound in the search after it; 3.4 s with this bound first)."""
+    """With a gap limit, :func:`_with_structural_bound` below the best heuristic placement,
+    before CP-SAT runs (chosen by ``auto`` or by the caller): CP-SAT's own bound starts at the
+    LP's, far below, so under ``auto`` it spent its whole share on a gap limit that this bound
+    proves for its first placements (CLIP over H100/A100 at k = 4 with 2%: 33.2 s, ended by the
+    bound in the search after it; 3.4 s with this bound first)."""
     found = incumbents(instance, settings, rounded=False)  # the order DP where the limit leaves time
     upper = min((placed[2].bottleneck for placed in found), default=math.inf)
-    if not math.isfinite(upper):
-        return bound, ()
     started = time.perf_counter()
-    value, name = structural_lower_bound(
-        instance,
-        upper,
-        floor=bound,
-        deadline=started + budget,
-        give_up=started + budget,
-        workers=settings.threads,
-        gap_limit=settings.gap_limit,
-    )
+    raised = _with_structural_bound(instance, upper, bound, budget, True, settings)
     settings.report(
-        f"auto: bound before cp-sat {max(value, bound):.6g} s in {time.perf_counter() - started:.1f} s,"
+        f"bound before cp-sat {raised[0]:.6g} s in {time.perf_counter() - started:.1f} s,"
         f" best heuristic placement {upper:.6g} s"
     )
-    if value <= bound:
-        return bound, ()
-    return value, (f"bound: {name}, {value * 1e3:.6g} ms",)
+    return raised
 
 
 def usable_cores() -> int:
@@ -576,7 +561,8 @@ def _solve(instance: Instance, solver: str, time_limit: float | None, settings: 
     # the placement than the tolerance: CP-SAT's model rounds every term down (CLIP over
     # H100/A100 at k = 2, proven in 1.1 s, was polished and bounded for 58 s more).
     if not _proven(name, outcome):
-        bound, raised = _with_structural_bound(instance, outcome, bound, bound_budget, last, settings)
+        upper = math.inf if outcome.placement is None else evaluate(instance, outcome.placement).bottleneck
+        bound, raised = _with_structural_bound(instance, upper, bound, bound_budget, last, settings)
         bound_notes = raised or bound_notes
     if auto and name == "ideal-dp" and not _proven(name, outcome):
         name, outcome, polish_notes = _polish_with_cp_sat(
