@@ -423,7 +423,7 @@ def _bound_before_cp_sat(
     before CP-SAT runs (chosen by ``auto`` or by the caller): CP-SAT's own bound starts at the
     LP's, far below, so under ``auto`` it spent its whole share on a gap limit that this bound
     proves for its first placements (CLIP over H100/A100 at k = 4 with 2%: 33.2 s, ended by the
-    bound in the search after it; 3.4 s with this bound first)."""
+    bound in the search after it; 3.5 s with this bound first)."""
     found = incumbents(instance, settings, rounded=False)  # the order DP where the limit leaves time
     upper = min((placed[2].bottleneck for placed in found), default=math.inf)
     started = time.perf_counter()
