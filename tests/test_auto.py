@@ -170,6 +170,35 @@ def test_under_a_gap_limit_cp_sat_starts_from_the_structural_bound(monkeypatch) 
     assert chosen.lower_bound == proven
 
 
+def test_the_anytime_search_that_bounds_the_graph_itself_gets_the_limit(monkeypatch) -> None:
+    # On graphs it bounds itself (up to 5 000 ops) the anytime search leaves no tenth of the
+    # limit for another turn of the structural bound after it, which proved nothing there; that
+    # turn comes only when the search ends early, in the time it left.
+    instance = random_dag_instance(3, 14, hosts=TWO_HOSTS, stages=3, shared_outputs=True)
+    uniform = get_solver("uniform").solve(instance, Settings()).placement
+    limits, bounds, spend = [], [], [True]
+
+    def searching(self, instance, settings):
+        limits.append(settings.time_limit)
+        if spend[0]:
+            time.sleep(settings.time_limit)
+        return Outcome(uniform, partition.Status.FEASIBLE, 0.0, ("anytime: stub",))
+
+    def structural(instance, upper, **options):
+        bounds.append(upper)
+        return 0.0, ""
+
+    monkeypatch.setattr(Anytime, "solve", searching)
+    monkeypatch.setattr("partition.api.structural_lower_bound", structural)
+    limit = 1.0
+    result = partition.solve(instance, "anytime", time_limit=limit)
+    assert 0.9 * limit < limits[0] <= 0.98 * limit and not bounds
+    assert result.placement == uniform
+    spend[0] = False  # the search ends at once: the bound gets the time it left
+    partition.solve(instance, "anytime", time_limit=limit)
+    assert bounds == [evaluate(instance, uniform).bottleneck]
+
+
 def test_auto_runs_anytime_where_the_chain_bound_is_close_and_cp_sat_where_it_is_not() -> None:
     # Below 500 ops and past ideal-dp's ideal limit: on Inception-v2 at k = 16 the chain bound
     # is within 11% of the best heuristic placement and CP-SAT only walks its warm start; on

@@ -129,6 +129,13 @@ _BOUND_SHARE_OF_POLISH = 0.5  # ... and again before the polish, within this sha
 _PROVEN = 1e-6  # the incumbent meets the bound within solve's optimality tolerance
 
 
+def bounds_structurally(instance: Instance) -> bool:
+    """Whether the search proves the dominator-chain or two-tower bound of ``instance`` itself
+    (graphs of at most :data:`_STRUCTURAL_BOUND_OPS` ops), before its order search and again
+    before its polish: a caller need not keep time for another turn after it."""
+    return len(instance.graph.ops) <= _STRUCTURAL_BOUND_OPS
+
+
 class _Splitter:
     """Estimated stage costs of intervals of one order, and the bisection split."""
 
@@ -596,7 +603,7 @@ class _Search:
         :mod:`partition.tower_bound`, on the original instance) where that is cheap, within
         ``seconds``; whether the incumbent now meets it, so that the search can stop: on the 7B
         decoder at k = 32 it does after the first splits."""
-        if self.best_placement is None or len(self.instance.graph.ops) > _STRUCTURAL_BOUND_OPS:
+        if self.best_placement is None or not bounds_structurally(self.instance):
             return False
         deadline = time.perf_counter() + max(seconds, 0.0)
         value, name = structural_lower_bound(
@@ -672,7 +679,7 @@ class _Search:
     def two_towers(self) -> Towers | None:
         """The graph's two towers (:func:`~partition.tower_bound.towers`), on graphs small enough
         for the structural bounds; else ``None``."""
-        return towers(self.instance) if len(self.instance.graph.ops) <= _STRUCTURAL_BOUND_OPS else None
+        return towers(self.instance) if bounds_structurally(self.instance) else None
 
     def interleave_towers(self) -> None:
         """Offer the two towers interleaved over the incumbent's devices (:mod:`.tower_split`),
