@@ -27,11 +27,11 @@ from .instance import CommMode, Instance, Options, build_instance, load_instance
 from .placement import Placement, Result, Status
 from .solvers import Outcome, Scope, Settings, get_solver
 from .solvers.anytime import bounds_structurally
+from .solvers.base import OPTIMALITY_TOLERANCE
 from .solvers.ideal_dp import ideal_count, incumbents
 from .solvers.lns import Start, good_enough, polish, polish_together
 from .tower_bound import structural_lower_bound
 
-_OPTIMALITY_TOLERANCE = 1e-6
 # ideal-dp takes ~15 s at 2 700 ideals and grows about quadratically; bert_legacy's 3 203 ideals:
 # 8-25 s, and a proven bound far above CP-SAT's (bench/towers.md)
 _AUTO_IDEAL_LIMIT = 4_000
@@ -296,7 +296,7 @@ def _then_run(
     if seconds < _MIN_POLISH_SECONDS:
         return kept, first, ()
     if first.placement is not None and settings.close_enough(
-        evaluate(instance, first.placement).bottleneck, max(bound, first.lower_bound), _OPTIMALITY_TOLERANCE
+        evaluate(instance, first.placement).bottleneck, max(bound, first.lower_bound), OPTIMALITY_TOLERANCE
     ):
         return kept, first, ()
     settings.report(f"auto: {kept} left the gap open; {then} for {seconds:.1f} s")
@@ -342,7 +342,7 @@ def _polish_with_lns(
         return first, ()
     best, best_key, kept = first.placement, _ranking(instance, first.placement), "the solver's placement"
     bound = max(bound, first.lower_bound)
-    if settings.close_enough(best_key[0], bound, _OPTIMALITY_TOLERANCE):
+    if settings.close_enough(best_key[0], bound, OPTIMALITY_TOLERANCE):
         return first, ()
     starts, notes = [(kept, best)], []
     for name in _AUTO_POLISH_STARTS:
@@ -409,7 +409,7 @@ def _with_structural_bound(
     finishes, taking the time from the polish after it. Nothing else runs meanwhile, so its
     probes use the solver's threads; a bound proving ``upper`` within the settings' gap limit
     is enough."""
-    if not math.isfinite(upper) or settings.close_enough(upper, bound, _OPTIMALITY_TOLERANCE):
+    if not math.isfinite(upper) or settings.close_enough(upper, bound, OPTIMALITY_TOLERANCE):
         return bound, ()
     deadline = time.perf_counter() + budget
     value, name = structural_lower_bound(
@@ -601,11 +601,11 @@ def _solve(instance: Instance, solver: str, time_limit: float | None, settings: 
     if not evaluation.valid:
         raise SolverError(f"solver {name!r} returned an invalid placement: {evaluation.violations[0]}")
     status = outcome.status
-    if evaluation.bottleneck <= bound * (1 + _OPTIMALITY_TOLERANCE):
+    if evaluation.bottleneck <= bound * (1 + OPTIMALITY_TOLERANCE):
         status = Status.OPTIMAL
     elif status is Status.OPTIMAL and implementation.capabilities.scope.value != "global":
         status = Status.FEASIBLE
-    if settings.gap_limit > 0 and settings.close_enough(evaluation.bottleneck, bound, _OPTIMALITY_TOLERANCE):
+    if settings.gap_limit > 0 and settings.close_enough(evaluation.bottleneck, bound, OPTIMALITY_TOLERANCE):
         notes = (*notes, f"gap limit {settings.gap_limit:.2%} met")
     return Result(instance.name, status, name, recorded, wall, bound, outcome.placement, evaluation, notes)
 

@@ -51,6 +51,7 @@ from .importers import FORMATS, import_instance
 from .instance import Instance, Options, load_instance
 from .jsonio import dumps, require_file, write_atomic
 from .solvers import solver_names
+from .solvers.base import OPTIMALITY_TOLERANCE
 
 BENCH_SCHEMA = "partition.bench"
 BENCH_VERSION = 1
@@ -59,7 +60,6 @@ ERROR = "error"
 TIMEOUT = "timeout"
 REFUSED = "refused"  # the solver declined the instance (outside its scope, e.g. too many ops)
 OUTPUT_FILES = ("results.csv", "results.json", "summary.md")
-_TOLERANCE = 1e-6
 _INSTANCE_SUFFIXES = (".json", ".json.gz")
 
 
@@ -437,7 +437,7 @@ def _proven_within(row: Row, gap_limit: float) -> bool:
         gap_limit > 0
         and _solved(row)
         and row.lower_bound_s is not None
-        and row.bottleneck_s <= row.lower_bound_s * (1 + gap_limit) * (1 + _TOLERANCE)
+        and row.bottleneck_s <= row.lower_bound_s * (1 + gap_limit) * (1 + OPTIMALITY_TOLERANCE)
     )
 
 
@@ -457,7 +457,7 @@ def score(
         bounds = [r.lower_bound_s for r in mine if r.lower_bound_s is not None and r.status != ERROR]
         best_found[name] = min(found) if found else None
         best_bound[name] = max(bounds) if bounds else None
-        if found and bounds and max(bounds) > min(found) * (1 + _TOLERANCE):
+        if found and bounds and max(bounds) > min(found) * (1 + OPTIMALITY_TOLERANCE):
             culprit = max((r for r in mine if r.lower_bound_s is not None), key=lambda r: r.lower_bound_s)
             warnings.append(
                 f"{name}: solver {culprit.solver!r} claims a lower bound {max(bounds):.6g} s above"
@@ -640,7 +640,7 @@ def summary_markdown(results: BenchResults) -> str:
     closed = sum(
         s.best_found_s is not None
         and s.best_bound_s is not None
-        and s.best_found_s <= s.best_bound_s * (1 + _TOLERANCE)
+        and s.best_found_s <= s.best_bound_s * (1 + OPTIMALITY_TOLERANCE)
         for s in firsts
     )
     out += [

@@ -98,7 +98,7 @@ from ..placement import Placement, Status
 from ..tower_bound import Towers, structural_lower_bound, towers
 from ._devices import host_orders, host_ranking, host_sequence, neighbour_hosts, used_hosts
 from ._scoring import Scorer, TensorArrays
-from .base import Capabilities, Outcome, Scope, Settings, Solver
+from .base import OPTIMALITY_TOLERANCE, Capabilities, Outcome, Scope, Settings, Solver
 from .branch_order import BranchSplit, branch_split
 from .chain_round import rounded_placement
 from .lns import PolishReport, Stall, Start, good_enough, polish, polish_together
@@ -126,7 +126,6 @@ _SECOND_START_SECONDS = 10.0  # ... while this much time is left, for the witnes
 _STRUCTURAL_BOUND_OPS = 5_000  # the chain or two-tower bound is tried before the order search up to this ...
 _STRUCTURAL_BOUND_SHARE_LEFT = 0.1  # ... many ops, within this share of the search time left
 _BOUND_SHARE_OF_POLISH = 0.5  # ... and again before the polish, within this share of its time
-_PROVEN = 1e-6  # the incumbent meets the bound within solve's optimality tolerance
 
 
 def bounds_structurally(instance: Instance) -> bool:
@@ -620,7 +619,7 @@ class _Search:
 
     def met(self) -> bool:
         """Whether the incumbent meets the bound, within the settings' gap limit if one is set."""
-        return self.settings.close_enough(self.best[0], self.bound, _PROVEN)
+        return self.settings.close_enough(self.best[0], self.bound, OPTIMALITY_TOLERANCE)
 
     def report(self, what: str) -> None:
         gap = self.best[0] / self.bound - 1 if self.bound > 0 and np.isfinite(self.best[0]) else np.inf

@@ -17,6 +17,11 @@ from typing import ClassVar
 from ..instance import Instance
 from ..placement import Placement, Status
 
+# A placement within this (relative) of a proven bound is optimal: the status solve reports, the
+# gap limit's test, and where a search may stop; bounds and bottlenecks are sums of float terms
+# computed along different paths, which differ in the last digits.
+OPTIMALITY_TOLERANCE = 1e-6
+
 
 class Scope(Enum):
     """Over which placements a solver's optimum is exact."""

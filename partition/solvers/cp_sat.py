@@ -72,7 +72,7 @@ from ._stage_model import (
     out_of_time,
     stage_model_data,
 )
-from .base import Capabilities, Outcome, Scope, Settings, Solver
+from .base import OPTIMALITY_TOLERANCE, Capabilities, Outcome, Scope, Settings, Solver
 from .ideal_dp import incumbents
 from .lp_bound import lp_lower_bound
 
@@ -86,13 +86,6 @@ _MAX_MODEL_VALUE = 2**40
 # "solution" (bert_legacy on A100/L4/T4 at k = 8: 5,000 of them in 20 s, never reaching the
 # optimum it proves in 13 s from other starts).
 _OBJECTIVE_STEP = 20
-# A solution stops the search once its objective is within the gap limit of a bound proven
-# before, up to this (relative): the tolerance of solve's own test of the limit. That bound is
-# bisected to exactly ``upper / (1 + G)`` for the best heuristic placement, which must then
-# count as within the limit (CLIP over H100/A100 at k = 4 with 2%: 3.5 s; with the objective
-# required 1e-5 inside the limit instead, CP-SAT searched its whole share for a better one and
-# the solve took 33.8 s).
-_TARGET_TOLERANCE = 1e-6
 _MEMORY_STEPS = 2**30
 
 
@@ -466,7 +459,13 @@ class CpSat(Solver):
         solver.parameters.relative_gap_limit = settings.relative_gap
         within = None
         if settings.gap_limit and known > lower_bound:
-            target = settings.target(known) * (1 + _TARGET_TOLERANCE)
+            # a solution stops the search once its objective is within the gap limit of the
+            # bound proven before, up to solve's own tolerance: that bound is bisected to exactly
+            # ``upper / (1 + G)`` for the best heuristic placement, which must count as within
+            # the limit (CLIP over H100/A100 at k = 4 with 2%: 3.5 s; with the objective required
+            # 1e-5 inside the limit instead, CP-SAT searched its whole share for a better one and
+            # the solve took 33.8 s)
+            target = settings.target(known) * (1 + OPTIMALITY_TOLERANCE)
             within = _StopWithin(target / (_OBJECTIVE_STEP * unit))
         status = solver.Solve(model.model, within)
         bound = max(known, model.proven_bound(solver))
