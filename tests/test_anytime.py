@@ -320,6 +320,37 @@ def _equal_layers_search(layers: int) -> _Search:
     return search
 
 
+def test_a_polish_that_ends_within_a_probe_of_the_bound_gets_the_probe(monkeypatch) -> None:
+    # the polish stops within the bisections' resolution of the bound (or of its gap limit),
+    # where a probe at the placement may prove it; a probe that proves nothing hands the time
+    # left back to the polish
+    search = _equal_layers_search(layers=2)
+    best = search.best[0]
+    search.bound = best / (1 + 5e-6)
+    assert search.polish_target() == pytest.approx(search.bound * (1 + 1e-5))
+    uppers = []
+
+    def proving(instance, upper, **options):
+        uppers.append(upper)
+        return upper, "dominator-chain relaxation"
+
+    monkeypatch.setattr("partition.solvers.anytime.structural_lower_bound", proving)
+    assert search.prove_or_polish(search.settings) == () and search.met() and uppers == [best]
+    polished = []
+
+    def polishing(instance, start, settings, deadline, *rest, **options):
+        polished.append(deadline)
+        return PolishReport(start, False, 0, ("lns: stub",))
+
+    monkeypatch.setattr("partition.solvers.anytime.structural_lower_bound", lambda *a, **k: (0.0, ""))
+    monkeypatch.setattr("partition.solvers.anytime.polish", polishing)
+    search.bound = best / (1 + 5e-6)
+    search.end = time.perf_counter() + 5.0
+    assert search.prove_or_polish(search.settings) == ("lns: stub",) and polished == [search.end]
+    search.bound = best / (1 + 5e-5)  # farther than a probe reaches: neither runs
+    assert search.prove_or_polish(search.settings) == () and len(polished) == 1
+
+
 def test_shifting_the_cuts_stops_when_the_deadline_passes_inside_its_loop(monkeypatch) -> None:
     # the deadline passes between the loop's test and the window's sizing (a loaded machine):
     # no window is left, and the incumbent stands (it raised on the square root of a negative)
