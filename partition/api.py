@@ -89,8 +89,7 @@ _UNUSED_SHARE = 0.9  # of the time anytime left, for those bounds (the rest: the
 # the last tenth of the limit, raised none of the 16 CLIP and T5 bounds at k = 8 and 16 under
 # auto at 60 s (their relaxations had converged, or a probe of 5-7 s was stopped at the limit)
 # and left up to 6 s unused. There the search gets the limit but for the evaluation: same bounds,
-# three placements better (CLIP on 8 H100 at k = 8 1.80% -> 1.64%), and CLIP over four types at
-# k = 8 within 2% in two runs of six (1.83%; none before). The chain bound's finer passes may not
+# three placements better (CLIP on 8 H100 at k = 8 1.80% -> 1.64%). The chain bound's finer passes may not
 # fit the search's turn, and a turn after it, below the polished placement, finishes them
 # (Inception-v2 over H100/A100 at k = 8 under 10 s: 0.22006 -> 0.23740 ms, the optimum): kept
 # there. After the search, the bound gets a turn only when it left at least this share of the
