@@ -88,12 +88,12 @@ _UNUSED_SHARE = 0.9  # of the time anytime left, for those bounds (the rest: the
 # second time with the time its polish leaves. On graphs of two towers another turn after it, in
 # the last tenth of the limit, raised none of the 16 CLIP and T5 bounds at k = 8 and 16 under
 # auto at 60 s (their relaxations had converged, or a probe of 5-7 s was stopped at the limit)
-# and left up to 6 s unused. There the search gets the limit but for the evaluation: same bounds,
-# three placements better (CLIP on 8 H100 at k = 8 1.80% -> 1.64%). The chain bound's finer passes may not
-# fit the search's turn, and a turn after it, below the polished placement, finishes them
-# (Inception-v2 over H100/A100 at k = 8 under 10 s: 0.22006 -> 0.23740 ms, the optimum): kept
-# there. After the search, the bound gets a turn only when it left at least this share of the
-# limit (its polish ran out of windows).
+# and left up to 6 s unused. There the search gets the limit but for the evaluation: same
+# bounds, three placements better (CLIP on 8 H100 at k = 8 1.80% -> 1.64%). The chain bound's
+# finer passes may not fit the search's turn, and a turn after it, below the polished placement,
+# finishes them (Inception-v2 over H100/A100 at k = 8 under 10 s: 0.22006 -> 0.23740 ms, the
+# optimum): kept there. After the search, the bound gets a turn only when it left at least this
+# share of the limit (its polish ran out of windows).
 _BOUNDED_BY_THE_SEARCH = _STRUCTURAL_BOUND_SHARE
 # The polish under auto also starts from these baselines' splits (see _polish_with_lns), where
 # they are at most this much slower than the solver's placement: on BERT over 2 x 8 A100 at k = 16
