@@ -26,11 +26,11 @@ from .graph import Op, OpGraph, Tensor
 from .instance import CommMode, Instance, Options, build_instance, load_instance
 from .placement import Placement, Result, Status
 from .solvers import Outcome, Scope, Settings, get_solver
-from .solvers.anytime import bounds_structurally
+from .solvers.anytime import bounded_towers
 from .solvers.base import OPTIMALITY_TOLERANCE
 from .solvers.ideal_dp import ideal_count, incumbents
 from .solvers.lns import Start, good_enough, polish, polish_together
-from .tower_bound import structural_lower_bound, towers
+from .tower_bound import structural_lower_bound
 
 # ideal-dp takes ~15 s at 2 700 ideals and grows about quadratically; bert_legacy's 3 203 ideals:
 # 8-25 s, and a proven bound far above CP-SAT's (bench/towers.md)
@@ -507,7 +507,7 @@ def _solve(instance: Instance, solver: str, time_limit: float | None, settings: 
     # the solver leaves the chain or two-tower bound its share of the time limit (and auto's
     # choice, which may probe the chain bound, counts against it), unless it is the anytime
     # search on a graph of two towers it bounds itself (see _BOUNDED_BY_THE_SEARCH)
-    bounded_by_search = name == "anytime" and bounds_structurally(instance) and towers(instance) is not None
+    bounded_by_search = name == "anytime" and bounded_towers(instance) is not None
     reserve = _EVALUATION_SHARE if bounded_by_search else _STRUCTURAL_BOUND_SHARE
     solver_limit = None
     if time_limit is not None:
@@ -567,17 +567,16 @@ def _solve(instance: Instance, solver: str, time_limit: float | None, settings: 
     bound = max(bound, outcome.lower_bound)
     bound_budget = _STRUCTURAL_BOUND_SHARE * (time_limit or 40.0)
     last = time_limit is not None and name == "anytime"
+    search_used_the_time = False
     if last:
         # it ends with its own polish, so nothing but the evaluation follows: the bound may use
         # most of the time the search left (converged early), to refine its cells
         left = started + time_limit - time.perf_counter()
         bound_budget = _UNUSED_SHARE * left
+        search_used_the_time = bounded_by_search and left < _BOUNDED_BY_THE_SEARCH * time_limit
     # A global solver's proof ends the solve, though its bound may sit a little further below
     # the placement than the tolerance: CP-SAT's model rounds every term down (CLIP over
     # H100/A100 at k = 2, proven in 1.1 s, was polished and bounded for 58 s more).
-    search_used_the_time = (
-        bounded_by_search and time_limit is not None and bound_budget < _BOUNDED_BY_THE_SEARCH * time_limit
-    )
     if not _proven(name, outcome) and not search_used_the_time:
         upper = math.inf if outcome.placement is None else evaluate(instance, outcome.placement).bottleneck
         bound, raised = _with_structural_bound(instance, upper, bound, bound_budget, last, settings)

@@ -423,7 +423,7 @@ def _witness_polish(
         )
         return PolishReport(call["start"], False, 1, ("lns: recorded",))
 
-    monkeypatch.setattr(_Search, "two_towers", lambda self: object())
+    monkeypatch.setattr("partition.solvers.anytime.bounded_towers", lambda instance: object())
     monkeypatch.setattr("partition.solvers.anytime.witness_placements", lambda *args: [witness])
     monkeypatch.setattr("partition.solvers.anytime.polish", recording)
     monkeypatch.setattr("partition.solvers.lns.polish", recording)
@@ -505,7 +505,7 @@ def test_with_two_threads_the_two_best_rounded_witnesses_are_polished_too(monkey
             together.wait()
         return PolishReport(start, False, 1, ())
 
-    monkeypatch.setattr(_Search, "two_towers", lambda self: object())
+    monkeypatch.setattr("partition.solvers.anytime.bounded_towers", lambda instance: object())
     monkeypatch.setattr("partition.solvers.anytime.witness_placements", lambda *args: others)
     monkeypatch.setattr("partition.solvers.lns.polish", recording)
     search.end = time.perf_counter() + 20.0
@@ -539,7 +539,7 @@ def test_with_one_thread_the_witnesses_are_polished_in_turn_each_yielding_while_
         calls.append((call["start"], call["stall"]))
         return PolishReport(call["start"], False, 1, ())
 
-    monkeypatch.setattr(_Search, "two_towers", lambda self: object())
+    monkeypatch.setattr("partition.solvers.anytime.bounded_towers", lambda instance: object())
     monkeypatch.setattr("partition.solvers.anytime.witness_placements", lambda *args: others)
     monkeypatch.setattr("partition.solvers.anytime.polish", recording)
     monkeypatch.setattr("partition.solvers.lns.polish", recording)
@@ -585,7 +585,7 @@ def test_the_better_of_the_two_witnesses_is_polished(monkeypatch, across_better:
         starts.append(start)
         return PolishReport(start, False, 1, ())
 
-    monkeypatch.setattr(_Search, "two_towers", lambda self: object())
+    monkeypatch.setattr("partition.solvers.anytime.bounded_towers", lambda instance: object())
     monkeypatch.setattr("partition.solvers.anytime.witness_placements", witnesses)
     monkeypatch.setattr("partition.solvers.anytime.polish", recording)
     search.end = time.perf_counter() + 20.0

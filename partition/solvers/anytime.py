@@ -142,6 +142,13 @@ def bounds_structurally(instance: Instance) -> bool:
     return len(instance.graph.ops) <= _STRUCTURAL_BOUND_OPS
 
 
+def bounded_towers(instance: Instance) -> Towers | None:
+    """The graph's two towers (:func:`~partition.tower_bound.towers`) where the search bounds it
+    itself (:func:`bounds_structurally`), else ``None``: the towers its interleaving and its
+    polish's witnesses follow, and on which it needs no bound turn after it."""
+    return towers(instance) if bounds_structurally(instance) else None
+
+
 class _Splitter:
     """Estimated stage costs of intervals of one order, and the bisection split."""
 
@@ -682,15 +689,10 @@ class _Search:
             self.best_order, self.best_hosts = order, hosts
         return bottleneck, placement
 
-    def two_towers(self) -> Towers | None:
-        """The graph's two towers (:func:`~partition.tower_bound.towers`), on graphs small enough
-        for the structural bounds; else ``None``."""
-        return towers(self.instance) if bounds_structurally(self.instance) else None
-
     def interleave_towers(self) -> None:
         """Offer the two towers interleaved over the incumbent's devices (:mod:`.tower_split`),
         and the exact split of the order that interleaving gives, where the graph has towers."""
-        found = self.two_towers()
+        found = bounded_towers(self.instance)
         if self.best_placement is None or found is None:
             return
         deadline = time.perf_counter() + max(self.remaining(), 0.0) * _INTERLEAVING_SHARE
@@ -762,7 +764,7 @@ class _Search:
         assert self.best_placement is not None
         fine, notes = self.fine.instance, []
         starts = [self.best_placement]
-        escape, found, far, later = None, self.two_towers(), [], []
+        escape, found, far, later = None, bounded_towers(self.instance), [], []
         if found is not None:
             escape = functools.partial(self.reinterleaved, found)
             # traced within the share of the polish it would start
