@@ -604,7 +604,7 @@ def _solve(instance: Instance, solver: str, time_limit: float | None, settings: 
     status = outcome.status
     if evaluation.bottleneck <= bound * (1 + OPTIMALITY_TOLERANCE):
         status = Status.OPTIMAL
-    elif status is Status.OPTIMAL and implementation.capabilities.scope.value != "global":
+    elif status is Status.OPTIMAL and implementation.capabilities.scope is not Scope.GLOBAL:
         status = Status.FEASIBLE
     if settings.gap_limit > 0 and settings.close_enough(evaluation.bottleneck, bound, OPTIMALITY_TOLERANCE):
         notes = (*notes, f"gap limit {settings.gap_limit:.2%} met")

@@ -30,9 +30,6 @@ solver reports is always computed on the *original* instance, never on a heurist
   convex and its time is at most ``grain`` (a fraction of the ideal stage time).
 - **Parallel siblings**: coarse ops with identical predecessor and successor sets (the experts
   of an MoE layer) bundled in order until a bundle reaches ``grain``.
-- **Repeated blocks** (:func:`block_groups`): module paths cut at a depth (``layers.N``), each
-  block one op — a layer-level graph built in one pass; blocks with the same op-type
-  signature and cost rows are isomorphic copies (:func:`repeated_blocks`).
 """
 
 from __future__ import annotations
@@ -320,39 +317,3 @@ def sibling_groups(instance: Instance, grain: float) -> list[list[int]]:
             load += slowest[v]
         groups.append(bundle)
     return groups
-
-
-def block_groups(instance: Instance, depth: int = 2) -> list[list[int]]:
-    """Module paths cut to ``depth`` parts (``layers.7``) as groups: a block-level graph.
-
-    Ops whose path is shorter, and blocks that are not convex, stay single ops.
-    """
-    graph = instance.graph
-    preds, succs = _adjacency(graph)
-    by_block: dict[str, list[int]] = defaultdict(list)
-    for v, op in enumerate(graph.ops):
-        parts = op.module.split(".")
-        key = ".".join(parts[:depth]) if len(parts) >= depth else f"#{v}"
-        by_block[key].append(v)
-    groups: list[list[int]] = []
-    for members in by_block.values():
-        if len(members) > 1 and _is_convex(set(members), preds, succs):
-            groups.append(members)
-        else:
-            groups.extend([v] for v in members)
-    return groups
-
-
-def repeated_blocks(instance: Instance, depth: int = 2) -> list[list[str]]:
-    """Blocks (module prefixes) that are identical copies: same op types in order, same costs."""
-    graph, times = instance.graph, instance.costs.times
-    blocks: dict[str, list[int]] = defaultdict(list)
-    for v, op in enumerate(graph.ops):
-        parts = op.module.split(".")
-        if len(parts) >= depth:
-            blocks[".".join(parts[:depth])].append(v)
-    classes: dict[tuple, list[str]] = defaultdict(list)
-    for name, members in blocks.items():
-        signature = (tuple(graph.ops[v].op_type for v in members), times[members].round(15).tobytes())
-        classes[signature].append(name)
-    return sorted(classes.values(), key=lambda names: -len(names))

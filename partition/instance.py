@@ -91,10 +91,6 @@ class Instance:
     def with_options(self, **changes: Any) -> Instance:
         return replace(self, options=replace(self.options, **changes))
 
-    def device_times(self) -> np.ndarray:
-        """``times[v, d]`` for every device ``d`` (columns repeated per device of a type)."""
-        return self.costs.times[:, list(self.cluster.type_index)]
-
     def transfer_time(self, sender: int, receiver: int, size: float) -> float:
         """Seconds to move ``size`` bytes from device ``sender`` to device ``receiver``."""
         link = self.cluster.link(sender, receiver)

@@ -34,10 +34,8 @@ def test_every_level_maps_each_original_op_once_and_expands_to_the_same_figures(
     levels = [identity]
     levels.append(identity.then(coarsen.module_groups(identity.instance, grain), exact=False))
     levels.append(levels[-1].then(coarsen.sibling_groups(levels[-1].instance, grain), exact=False))
-    levels.append(levels[-1].then(coarsen.block_groups(levels[-1].instance), exact=False))
     sizes = [len(level.members) for level in levels]
-    assert sizes[0] == n and sizes[1] < n and sizes[2] < sizes[1] and sizes[3] < sizes[2]
-    assert sizes[3] == 1 + 2 + 1  # embed, one op per layer block, the head module (norm + LM head)
+    assert sizes[0] == n and sizes[1] < n and sizes[2] < sizes[1]
     for level in levels:
         _covers_once(level, n)
         coarse = level.instance
@@ -95,15 +93,3 @@ def test_a_group_that_is_not_convex_is_refused() -> None:
     w = next(b for a, b in chain if a == v)
     with pytest.raises(partition.InputError, match="not convex"):
         coarsen.contract(instance, [[u, w]] + [[x] for x in range(5) if x not in (u, w)], exact=False)
-
-
-def test_repeated_blocks_are_found_by_module_path() -> None:
-    instance = partition.build_instance(
-        synthetic.decoder_graph(layers=3, hidden=256, intermediate=512, vocab=1000, seq=64),
-        synthetic.hetero_cluster(1, 2),
-        partition.Options(stages=2),
-    )
-    classes = coarsen.repeated_blocks(instance)
-    assert classes[0] == ["layers.0", "layers.1", "layers.2"]
-    blocks = coarsen.contract(instance, coarsen.block_groups(instance), exact=False)
-    assert len(blocks.members) == 3 + 3  # embed, three layers, final norm, lm head

@@ -22,7 +22,7 @@ def test_valid_placement_figures_by_hand(instance: partition.Instance) -> None:
     placement = partition.Placement((0, 0, 1, 2), (0, 2, 3))
     evaluation = partition.evaluate(instance, placement)
     assert evaluation.valid
-    times = instance.device_times()
+    times = instance.costs.times[:, list(instance.cluster.type_index)]  # per device
     assert evaluation.stages[0].compute == pytest.approx(times[0, 0] + times[1, 0])
     # every tensor is an edge; edges (0|1 -> 2) cross host 0 -> host 1, (0|1|2 -> 3) also reach stage 2
     link_between_hosts = instance.cluster.inter_host_link

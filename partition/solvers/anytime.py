@@ -943,7 +943,7 @@ class _Search:
 
 class Anytime(Solver):
     name = "anytime"
-    capabilities = Capabilities(scope=Scope.HEURISTIC, heterogeneous=True, time_limit=True, gap_limit=True)
+    capabilities = Capabilities(scope=Scope.HEURISTIC, time_limit=True, gap_limit=True)
 
     def solve(self, instance: Instance, settings: Settings) -> Outcome:
         search = _Search(instance, settings)

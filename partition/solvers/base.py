@@ -34,7 +34,6 @@ class Scope(Enum):
 @dataclass(frozen=True)
 class Capabilities:
     scope: Scope
-    heterogeneous: bool = True
     time_limit: bool = False
     max_ops: int | None = None  # beyond this the solver refuses the instance
     warm_start: bool = False  # starts its search from Settings.warm_start when given one

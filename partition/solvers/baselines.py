@@ -87,7 +87,7 @@ def _checked(instance: Instance, placement: Placement, what: str) -> Outcome:
 class _SplitBaseline(Solver):
     """Cut the topological order into ``min(k, ops)`` parts given by :meth:`_bounds`."""
 
-    capabilities = Capabilities(scope=Scope.HEURISTIC, heterogeneous=True)
+    capabilities = Capabilities(scope=Scope.HEURISTIC)
 
     @abstractmethod
     def _bounds(self, instance: Instance, devices: tuple[int, ...]) -> list[int]:
@@ -130,7 +130,7 @@ class BalancedTime(_SplitBaseline):
 
 class SingleDevice(Solver):
     name = "single-device"
-    capabilities = Capabilities(scope=Scope.HEURISTIC, heterogeneous=True)
+    capabilities = Capabilities(scope=Scope.HEURISTIC)
 
     def solve(self, instance: Instance, settings: Settings) -> Outcome:
         if instance.options.exact_stages and instance.options.stages > 1:

@@ -73,7 +73,7 @@ def _chains(ideals: list[int], full: int, stages: range) -> Iterator[list[int]]:
 
 class BruteForce(Solver):
     name = "brute-force"
-    capabilities = Capabilities(scope=Scope.GLOBAL, heterogeneous=True, time_limit=True, max_ops=MAX_OPS)
+    capabilities = Capabilities(scope=Scope.GLOBAL, time_limit=True, max_ops=MAX_OPS)
 
     def solve(self, instance: Instance, settings: Settings) -> Outcome:
         limit = settings.time_limit

@@ -415,9 +415,7 @@ def _starts(instance: Instance, settings: Settings) -> list[tuple[str, Placement
 
 class CpSat(Solver):
     name = "cp-sat"
-    capabilities = Capabilities(
-        scope=Scope.GLOBAL, heterogeneous=True, time_limit=True, warm_start=True, gap_limit=True
-    )
+    capabilities = Capabilities(scope=Scope.GLOBAL, time_limit=True, warm_start=True, gap_limit=True)
 
     def solve(self, instance: Instance, settings: Settings) -> Outcome:
         started = time.perf_counter()

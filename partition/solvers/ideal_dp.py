@@ -1193,7 +1193,7 @@ def _better(a: tuple[str, Placement, Evaluation] | None, b: tuple[str, Placement
 
 class IdealDP(Solver):
     name = "ideal-dp"
-    capabilities = Capabilities(scope=Scope.GLOBAL, heterogeneous=True, time_limit=True, gap_limit=True)
+    capabilities = Capabilities(scope=Scope.GLOBAL, time_limit=True, gap_limit=True)
 
     def solve(self, instance: Instance, settings: Settings) -> Outcome:
         limit = settings.time_limit

@@ -329,7 +329,7 @@ def _cbc_bound(log: str) -> float | None:
 
 class Milp(Solver):
     name = "milp"
-    capabilities = Capabilities(scope=Scope.GLOBAL, heterogeneous=True, time_limit=True, gap_limit=True)
+    capabilities = Capabilities(scope=Scope.GLOBAL, time_limit=True, gap_limit=True)
 
     def solve(self, instance: Instance, settings: Settings) -> Outcome:
         started = time.perf_counter()

@@ -226,7 +226,7 @@ def split_order(instance: Instance, order: np.ndarray) -> tuple[Placement | None
 
 class OrderDP(Solver):
     name = "order-dp"
-    capabilities = Capabilities(scope=Scope.ORDER, heterogeneous=True, max_ops=4000)
+    capabilities = Capabilities(scope=Scope.ORDER, max_ops=4000)
 
     def solve(self, instance: Instance, settings: Settings) -> Outcome:
         order = np.arange(len(instance.graph.ops))
