@@ -45,6 +45,18 @@ def register(verbs: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
+_LAYER_WIDTH = 48
+
+
+def _shortened(layer: str) -> str:
+    """``layer`` within the table's column: its last modules, which name it, after an ellipsis
+    that says the path goes on (a bare cut looked like a path of another form)."""
+    if len(layer) <= _LAYER_WIDTH:
+        return layer
+    tail = layer[-(_LAYER_WIDTH - 1) :]
+    return "…" + tail[tail.find("/") :] if "/" in tail else "…" + tail
+
+
 def layer_of(module: str) -> str:
     """The module path up to its first indexed part (a repeated block), else the whole path."""
     if not module:
@@ -206,8 +218,9 @@ def run(args: argparse.Namespace) -> int:
             f" torch matmul/conv {m['torch_matmul_gflops']:.4g} GFLOPs"
             f" (imported {m['matmul_gflops_error']:+.2%})"
         )
-    print(f"{'layer':<48} {'ops':>6} {'GFLOPs':>10} {'params MB':>10}")
+    print(f"{'layer':<{_LAYER_WIDTH}} {'ops':>6} {'GFLOPs':>10} {'params MB':>10}")
     for row in info["layers"]:
         megabytes = row["param_bytes"] / 1e6
-        print(f"{row['layer'][-48:]:<48} {row['ops']:>6} {row['gflops']:>10.4g} {megabytes:>10.4g}")
+        name = _shortened(row["layer"])
+        print(f"{name:<{_LAYER_WIDTH}} {row['ops']:>6} {row['gflops']:>10.4g} {megabytes:>10.4g}")
     return 0
