@@ -63,6 +63,9 @@ _INTEGER = {TensorProto.INT64, TensorProto.INT32, TensorProto.INT16, TensorProto
 _READ_EXTERNAL_INTEGERS = 1 << 16  # bytes: larger integer tensors are not shapes
 MIN_OPSET, MAX_OPSET = 7, onnx.defs.onnx_opset_version()
 NAME_SCOPES = "pkg.torch.onnx.name_scopes"
+# The graph names torch.onnx's exporters give every model (dynamo, TorchScript): where one of
+# these names the graph, the model's file name says more (instance names, tables, messages).
+_EXPORTER_GRAPH_NAMES = frozenset({"main_graph", "torch_jit", "torch-jit-export"})
 
 
 def _element_size(elem_type: int) -> int:
@@ -548,4 +551,6 @@ def import_onnx(source: str | Path | onnx.ModelProto, *, dims: dict[str, int] | 
         if producer is None and x not in graph_inputs:
             raise ModelError(f"{where}: tensor {x!r} is used but never produced (missing input)")
         tensors.append(Tensor(x, activation_bytes[x], producer, tuple(dict.fromkeys(users))))
-    return OpGraph(name=graph.name or name, ops=tuple(ops), tensors=tuple(tensors), weights=weights)
+    if graph.name and graph.name not in _EXPORTER_GRAPH_NAMES:
+        name = graph.name
+    return OpGraph(name=name, ops=tuple(ops), tensors=tuple(tensors), weights=weights)

@@ -57,6 +57,17 @@ def test_weights_in_absent_external_data_import_from_dims(tmp_path: Path) -> Non
     assert graph.ops[0].module == "/mlp/fc1"
 
 
+def test_an_exporter_default_graph_name_gives_way_to_the_file_name(tmp_path: Path) -> None:
+    model = _mlp()
+    onnx.save_model(model, str(tmp_path / "mlp.onnx"))
+    assert import_onnx(tmp_path / "mlp.onnx").name == "handmade"  # a name its maker chose stays
+    assert import_onnx(model).name == "handmade"
+    model.graph.name = "main_graph"  # what torch.onnx.export names every model
+    onnx.save_model(model, str(tmp_path / "encoder.onnx"))
+    assert import_onnx(tmp_path / "encoder.onnx").name == "encoder"
+    assert import_onnx(model).name == "main_graph"  # no file to name it after
+
+
 def test_shape_values_in_absent_external_data_are_one_clear_line(tmp_path: Path) -> None:
     model = _model(
         [
