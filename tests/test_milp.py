@@ -7,10 +7,17 @@ from pathlib import Path
 
 import pulp
 from conftest import LIGHT
-from global_cases import larger_instance, mipstart_trap_instance, packing_infeasible_instance
+from global_cases import (
+    larger_instance,
+    mipstart_trap_instance,
+    packing_infeasible_instance,
+    preprocessing_trap_instance,
+)
 
 import partition
 from partition.cli import main
+from partition.solvers import milp
+from partition.solvers._stage_model import StageModelData
 
 
 def test_a_time_limit_is_not_reported_as_optimal() -> None:
@@ -66,3 +73,24 @@ def test_cbc_gets_no_mip_start_that_would_make_it_prove_a_wrong_optimum() -> Non
     assert truth.status is partition.Status.OPTIMAL and truth.bottleneck < 0.07346
     assert result.status is partition.Status.OPTIMAL
     assert result.bottleneck == truth.bottleneck and result.lower_bound <= truth.bottleneck
+
+
+def test_cbc_runs_without_the_preprocessing_that_made_it_prove_a_wrong_optimum() -> None:
+    instance = preprocessing_trap_instance()
+    truth = partition.solve(instance, "brute-force")
+    result = partition.solve(instance, "milp", threads=1)
+    assert truth.status is partition.Status.OPTIMAL and truth.bottleneck < 0.0636
+    assert result.status is partition.Status.OPTIMAL
+    assert result.bottleneck == truth.bottleneck and result.lower_bound <= truth.bottleneck
+
+
+def test_a_proof_the_warm_start_contradicts_is_not_believed(monkeypatch) -> None:
+    # with its preprocessing CBC proves 0.06994 s here; a warm start at the optimum disproves it
+    instance = preprocessing_trap_instance()
+    optimum = partition.solve(instance, "brute-force").placement
+    monkeypatch.setattr(milp, "_CBC_OPTIONS", ())
+    monkeypatch.setattr(StageModelData, "warm_start", lambda self: optimum)
+    result = partition.solve(instance, "milp", threads=1)
+    assert result.status is partition.Status.FEASIBLE and result.placement == optimum
+    assert result.lower_bound < result.bottleneck < 0.0636
+    assert any("below CBC's bound" in note for note in result.notes)
