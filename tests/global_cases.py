@@ -80,15 +80,73 @@ def medium_instance() -> partition.Instance:
     return random_dag_instance(12, 14, hosts=HETERO, stages=3, edge_probability=0.2)
 
 
-def _once_mode_case(
-    name: str,
-    ops: list[tuple[str, float, float, float, float]],
-    edges: dict[tuple[int, int], float],
-    per_host: tuple[int, ...],
-    device: dict[str, float],
-) -> partition.Instance:
-    """Ops (op type, flops, bytes read, bytes written, weight bytes) and edges (bytes) on hosts
-    of ``per_host`` devices of one type, ``once`` mode, exactly three stages."""
+# Small ``once``-mode instances, exactly three stages, on which the bundled CBC proved a wrong
+# optimum (tests/test_milp.py): ops (op type, flops, bytes read, bytes written, weight bytes),
+# edges (bytes), devices per host, the one device type, and the optimum (s).
+CBC_TRAPS = {
+    # A diamond over three devices on two hosts (a property test's example, shrunk): given the
+    # order DP's placement as a MIP start, CBC proved 0.07606 s optimal.
+    "mip-start": (
+        [
+            ("Softmax", 95487392131.84378, 801473190.7411906, 582579874.0283034, 0.0),
+            ("Conv", 192141467958.19278, 160579175.7224415, 734842574.2578053, 0.0),
+            ("Conv", 207179332865.9241, 431197392.3937636, 587211772.8667026, 0.0),
+            ("Softmax", 114396264335.76779, 648898659.8727453, 696519780.6734853, 2412493917.1986485),
+            ("Softmax", 389410649631.7987, 299102821.79385877, 314672016.03230244, 0.0),
+            ("Relu", 189052556407.55072, 773503732.6391675, 31315661.654808726, 5685024255.679425),
+        ],
+        {
+            (0, 1): 748550242.5735937,
+            (0, 2): 181796341.73716524,
+            (0, 3): 1321034084.8490467,
+            (0, 4): 1862934563.097235,
+            (1, 5): 414461617.0451944,
+            (2, 5): 1260217390.5507073,
+            (3, 5): 596396365.0057838,
+            (4, 5): 1483539184.4706538,
+        },
+        (1, 2),
+        {
+            "peak_flops": {"fp32": 44719064447816.46},
+            "memory_bandwidth": 890531646335.7723,
+            "memory": 15618937589.421896,
+        },
+        0.07345413935226122,
+    ),
+    # Seven ops of a random DAG over two hosts of two devices (make fuzz's property test, seed
+    # 536870911): with its default integer preprocessing and no MIP start, CBC proved 0.06994 s.
+    "preprocessing": (
+        [
+            ("MatMul", 288418970995.4062, 210836935.77842253, 755183113.9955992, 3756838231.734927),
+            ("Softmax", 108827229589.146, 6185503.402783785, 231044788.943577, 0.0),
+            ("Conv", 254409339997.8799, 562779487.1047518, 457098209.7798658, 6843587721.030924),
+            ("Relu", 34504874016.397095, 268389439.61386034, 146243822.4677867, 0.0),
+            ("Softmax", 249686636113.16168, 773109195.3366244, 948879740.8211323, 0.0),
+            ("Conv", 198478156857.77274, 495442741.0523551, 342057161.4832379, 0.0),
+            ("Relu", 186876066828.93942, 970251524.956163, 867716033.0547593, 4625641876.960577),
+        ],
+        {
+            (0, 2): 1130222246.0804424,
+            (0, 3): 283157425.43701625,
+            (0, 5): 1054070636.3818365,
+            (1, 3): 829120363.7602363,
+            (1, 4): 195910572.15280685,
+            (2, 3): 137110010.07333928,
+        },
+        (2, 2),
+        {
+            "peak_flops": {"fp32": 27571844649899.125},
+            "memory_bandwidth": 1614959773462.902,
+            "memory": 11334023441.151417,
+        },
+        0.06358931499553448,
+    ),
+}
+
+
+def cbc_trap_instance(name: str) -> partition.Instance:
+    """The instance of :data:`CBC_TRAPS` ``name``."""
+    ops, edges, per_host, device, _ = CBC_TRAPS[name]
     dag = nx.DiGraph()
     for v, (kind, flops, read, written, weights) in enumerate(ops):
         dag.add_node(
@@ -104,73 +162,8 @@ def _once_mode_case(
                 for h, count in enumerate(per_host)
             ],
             "inter_host_link": "ib-hdr",
-            "device_types": {
-                "T0": {
-                    "peak_flops": {"fp32": device["peak_flops"]},
-                    "memory_bandwidth": device["memory_bandwidth"],
-                    "memory": device["memory"],
-                }
-            },
+            "device_types": {"T0": device},
         }
     )
     graph = partition.graph_from_networkx(dag, name)
     return partition.make_instance(graph, cluster, 3, comm_mode="once", exact_stages=True)
-
-
-def mipstart_trap_instance() -> partition.Instance:
-    """A diamond of six ops over three devices on two hosts (a property test's example, shrunk):
-    given the order DP's placement as a MIP start, CBC proved 0.07606 s optimal where the
-    optimum is 0.07345 s."""
-    ops = [
-        ("Softmax", 95487392131.84378, 801473190.7411906, 582579874.0283034, 0.0),
-        ("Conv", 192141467958.19278, 160579175.7224415, 734842574.2578053, 0.0),
-        ("Conv", 207179332865.9241, 431197392.3937636, 587211772.8667026, 0.0),
-        ("Softmax", 114396264335.76779, 648898659.8727453, 696519780.6734853, 2412493917.1986485),
-        ("Softmax", 389410649631.7987, 299102821.79385877, 314672016.03230244, 0.0),
-        ("Relu", 189052556407.55072, 773503732.6391675, 31315661.654808726, 5685024255.679425),
-    ]
-    edges = {
-        (0, 1): 748550242.5735937,
-        (0, 2): 181796341.73716524,
-        (0, 3): 1321034084.8490467,
-        (0, 4): 1862934563.097235,
-        (1, 5): 414461617.0451944,
-        (2, 5): 1260217390.5507073,
-        (3, 5): 596396365.0057838,
-        (4, 5): 1483539184.4706538,
-    }
-    device = {
-        "peak_flops": 44719064447816.46,
-        "memory_bandwidth": 890531646335.7723,
-        "memory": 15618937589.421896,
-    }
-    return _once_mode_case("diamond-3", ops, edges, (1, 2), device)
-
-
-def preprocessing_trap_instance() -> partition.Instance:
-    """Seven ops of a random DAG over two hosts of two devices (``make fuzz``'s property test,
-    seed 536870911): CBC with its default integer preprocessing proved 0.06994 s optimal, and
-    no MIP start, where the optimum is 0.06359 s."""
-    ops = [
-        ("MatMul", 288418970995.4062, 210836935.77842253, 755183113.9955992, 3756838231.734927),
-        ("Softmax", 108827229589.146, 6185503.402783785, 231044788.943577, 0.0),
-        ("Conv", 254409339997.8799, 562779487.1047518, 457098209.7798658, 6843587721.030924),
-        ("Relu", 34504874016.397095, 268389439.61386034, 146243822.4677867, 0.0),
-        ("Softmax", 249686636113.16168, 773109195.3366244, 948879740.8211323, 0.0),
-        ("Conv", 198478156857.77274, 495442741.0523551, 342057161.4832379, 0.0),
-        ("Relu", 186876066828.93942, 970251524.956163, 867716033.0547593, 4625641876.960577),
-    ]
-    edges = {
-        (0, 2): 1130222246.0804424,
-        (0, 3): 283157425.43701625,
-        (0, 5): 1054070636.3818365,
-        (1, 3): 829120363.7602363,
-        (1, 4): 195910572.15280685,
-        (2, 3): 137110010.07333928,
-    }
-    device = {
-        "peak_flops": 27571844649899.125,
-        "memory_bandwidth": 1614959773462.902,
-        "memory": 11334023441.151417,
-    }
-    return _once_mode_case("random-536870911", ops, edges, (2, 2), device)

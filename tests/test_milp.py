@@ -6,13 +6,9 @@ import json
 from pathlib import Path
 
 import pulp
+import pytest
 from conftest import LIGHT
-from global_cases import (
-    larger_instance,
-    mipstart_trap_instance,
-    packing_infeasible_instance,
-    preprocessing_trap_instance,
-)
+from global_cases import CBC_TRAPS, cbc_trap_instance, larger_instance, packing_infeasible_instance
 
 import partition
 from partition.cli import main
@@ -66,27 +62,20 @@ def test_a_cbc_that_fails_on_its_own_gives_the_warm_start(tmp_path: Path, monkey
     assert any("CBC exited with status 3" in note and "warm start" in note for note in result.notes)
 
 
-def test_cbc_gets_no_mip_start_that_would_make_it_prove_a_wrong_optimum() -> None:
-    instance = mipstart_trap_instance()
-    truth = partition.solve(instance, "brute-force")
+@pytest.mark.parametrize("trap", CBC_TRAPS)
+def test_cbc_without_a_mip_start_nor_preprocessing_proves_the_optimum(trap: str) -> None:
+    # where it once proved a wrong one (tests/global_cases.py)
+    instance, optimum = cbc_trap_instance(trap), CBC_TRAPS[trap][-1]
+    assert partition.solve(instance, "brute-force").bottleneck == pytest.approx(optimum, rel=1e-12)
     result = partition.solve(instance, "milp", threads=1)
-    assert truth.status is partition.Status.OPTIMAL and truth.bottleneck < 0.07346
     assert result.status is partition.Status.OPTIMAL
-    assert result.bottleneck == truth.bottleneck and result.lower_bound <= truth.bottleneck
-
-
-def test_cbc_runs_without_the_preprocessing_that_made_it_prove_a_wrong_optimum() -> None:
-    instance = preprocessing_trap_instance()
-    truth = partition.solve(instance, "brute-force")
-    result = partition.solve(instance, "milp", threads=1)
-    assert truth.status is partition.Status.OPTIMAL and truth.bottleneck < 0.0636
-    assert result.status is partition.Status.OPTIMAL
-    assert result.bottleneck == truth.bottleneck and result.lower_bound <= truth.bottleneck
+    assert result.bottleneck == pytest.approx(optimum, rel=1e-12)
+    assert result.lower_bound <= result.bottleneck
 
 
 def test_a_proof_the_warm_start_contradicts_is_not_believed(monkeypatch) -> None:
     # with its preprocessing CBC proves 0.06994 s here; a warm start at the optimum disproves it
-    instance = preprocessing_trap_instance()
+    instance = cbc_trap_instance("preprocessing")
     optimum = partition.solve(instance, "brute-force").placement
     monkeypatch.setattr(milp, "_CBC_OPTIONS", ())
     monkeypatch.setattr(StageModelData, "warm_start", lambda self: optimum)
