@@ -163,7 +163,8 @@ def test_inspect_checks_the_manifest_and_writes_dot(tmp_path: Path, capsys) -> N
 def test_the_layer_table_shortens_long_paths_at_a_module(capsys) -> None:
     assert main(["inspect", str(MODELS / "vit_b16.onnx")]) == 0
     lines = capsys.readouterr().out.splitlines()
-    rows = [line.split()[0] for line in lines[[line.split()[0] for line in lines].index("layer") + 1 :]]
+    header = next(i for i, line in enumerate(lines) if line.startswith("layer "))
+    rows = [line.split()[0] for line in lines[header + 1 :]]
     assert "…/vit/embeddings/patch_embeddings/projection" in rows  # its start, /model, cut off
     assert all(row.startswith(("/", "…/")) for row in rows)
 
