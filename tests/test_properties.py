@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 
 import partition
 from partition.placement import Status
-from partition.solvers import get_solver, solver_names
+from partition.solvers import Scope, get_solver, solver_names
 
 TOLERANCE = 1e-6
 EXHAUSTIVE = "brute-force"
@@ -57,7 +57,7 @@ def test_every_solver_is_valid_consistent_and_bounded(instance: partition.Instan
     if EXHAUSTIVE in results:
         truth = results[EXHAUSTIVE]
         for name, result in results.items():
-            if truth.status is Status.INFEASIBLE and get_solver(name).capabilities.scope.value == "global":
+            if truth.status is Status.INFEASIBLE and get_solver(name).capabilities.scope is Scope.GLOBAL:
                 assert result.placement is None, name
             if result.status is Status.OPTIMAL:
                 assert truth.bottleneck is not None
