@@ -26,10 +26,8 @@ from .graph import Op, OpGraph, Tensor
 from .instance import CommMode, Instance, Options, build_instance, load_instance
 from .placement import Placement, Result, Status
 from .solvers import Outcome, Scope, Settings, get_solver
-from .solvers.anytime import bounded_towers
 from .solvers.base import OPTIMALITY_TOLERANCE
 from .solvers.ideal_dp import ideal_count, incumbents
-from .solvers.lns import Start, good_enough, polish, polish_together
 from .tower_bound import structural_lower_bound
 
 # ideal-dp takes ~15 s at 2 700 ideals and grows about quadratically; bert_legacy's 3 203 ideals:
@@ -340,6 +338,8 @@ def _polish_with_lns(
     how good the start is: on BERT over 2 x 8 A100 at k = 16, ideal-dp's placements settle at
     0.27897 and 0.25429 ms, the compute-balanced split at 0.27548 and 0.25080 (bert_legacy,
     bert_base), each within 8 s (bench/scoreboard.md)."""
+    from .solvers.lns import Start, good_enough, polish, polish_together  # CP-SAT's import: on first use
+
     if first.placement is None or deadline - time.perf_counter() < _MIN_POLISH_SECONDS:
         return first, ()
     best, best_key, kept = first.placement, _ranking(instance, first.placement), "the solver's placement"
@@ -497,6 +497,14 @@ def solve(
         return _solve(instance, solver, time_limit, settings)
 
 
+def _bounded_by_the_search(instance: Instance) -> bool:
+    """Whether the anytime search proves the two-tower bound itself (its module, which imports
+    CP-SAT's, is loaded here on first use)."""
+    from .solvers.anytime import bounded_towers
+
+    return bounded_towers(instance) is not None
+
+
 def _solve(instance: Instance, solver: str, time_limit: float | None, settings: Settings) -> Result:
     started = time.perf_counter()
     auto = solver == "auto"
@@ -507,7 +515,7 @@ def _solve(instance: Instance, solver: str, time_limit: float | None, settings: 
     # the solver leaves the chain or two-tower bound its share of the time limit (and auto's
     # choice, which may probe the chain bound, counts against it), unless it is the anytime
     # search on a graph of two towers it bounds itself (see _BOUNDED_BY_THE_SEARCH)
-    bounded_by_search = name == "anytime" and bounded_towers(instance) is not None
+    bounded_by_search = name == "anytime" and _bounded_by_the_search(instance)
     reserve = _EVALUATION_SHARE if bounded_by_search else _STRUCTURAL_BOUND_SHARE
     solver_limit = None
     if time_limit is not None:

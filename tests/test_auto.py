@@ -191,7 +191,9 @@ def test_the_anytime_search_that_bounds_two_towers_itself_gets_the_limit(monkeyp
 
     monkeypatch.setattr(Anytime, "solve", searching)
     monkeypatch.setattr("partition.api.structural_lower_bound", structural)
-    monkeypatch.setattr("partition.api.bounded_towers", lambda instance: object() if two[0] else None)
+    monkeypatch.setattr(
+        "partition.solvers.anytime.bounded_towers", lambda instance: object() if two[0] else None
+    )
     limit, upper = 1.0, evaluate(instance, uniform).bottleneck
     result = partition.solve(instance, "anytime", time_limit=limit)
     assert 0.9 * limit < limits[-1] <= 0.98 * limit and not bounds

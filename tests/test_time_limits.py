@@ -22,7 +22,7 @@ import partition.solvers
 from partition.evaluator import evaluate
 from partition.instance import Instance
 from partition.placement import Result, Status
-from partition.solvers import Outcome, Settings, Solver, get_solver, solver_names
+from partition.solvers import _PLUG_INS, Outcome, Settings, Solver, get_solver, solver_names
 
 LIMIT = 2.5
 # partition.solve's own work around the solver (infeasibility check, trivial bound, the
@@ -69,6 +69,11 @@ def _assert_incumbent(instance: Instance, result: Result) -> None:
 
 def test_the_registry_declares_time_limits() -> None:
     assert {"ideal-dp", "cp-sat", "milp", "anytime", "brute-force"} <= set(TIMED)
+
+
+@pytest.mark.parametrize("name", sorted(_PLUG_INS))
+def test_every_plug_in_is_registered_under_its_own_name(name: str) -> None:
+    assert get_solver(name).name == name
 
 
 @pytest.mark.parametrize("name", TIMED)

@@ -6,6 +6,8 @@ non-zero exit; results go to stdout or ``-o``, progress and tables to stderr.
 The verbs that execute or write models (``export``, ``profile``, ``run``) import the modules
 that need onnx and onnxruntime inside their ``run``: those take most of a second to import
 (ml_dtypes), which every other verb, ``--help`` included, would otherwise pay at start-up.
+Likewise the solvers' modules (with ortools and pulp) load only when a solver runs
+(:mod:`partition.solvers`).
 """
 
 from __future__ import annotations
