@@ -338,7 +338,7 @@ def _polish_with_lns(
     how good the start is: on BERT over 2 x 8 A100 at k = 16, ideal-dp's placements settle at
     0.27897 and 0.25429 ms, the compute-balanced split at 0.27548 and 0.25080 (bert_legacy,
     bert_base), each within 8 s (bench/scoreboard.md)."""
-    from .solvers.lns import Start, good_enough, polish, polish_together  # CP-SAT's import: on first use
+    from .solvers.lns import Start, good_enough, polish, polish_together  # loads CP-SAT: not at start-up
 
     if first.placement is None or deadline - time.perf_counter() < _MIN_POLISH_SECONDS:
         return first, ()

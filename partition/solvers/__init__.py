@@ -44,12 +44,4 @@ def get_solver(name: str) -> Solver:
     return _REGISTRY[name]()
 
 
-__all__ = [
-    "Capabilities",
-    "Outcome",
-    "Scope",
-    "Settings",
-    "Solver",
-    "get_solver",
-    "solver_names",
-]
+__all__ = ["Capabilities", "Outcome", "Scope", "Settings", "Solver", "get_solver", "solver_names"]
