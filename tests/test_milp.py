@@ -13,7 +13,6 @@ from global_cases import CBC_TRAPS, cbc_trap_instance, larger_instance, packing_
 import partition
 from partition.cli import main
 from partition.solvers import milp
-from partition.solvers._stage_model import StageModelData
 
 
 def test_a_time_limit_is_not_reported_as_optimal() -> None:
@@ -78,7 +77,7 @@ def test_a_proof_the_warm_start_contradicts_is_not_believed(monkeypatch) -> None
     instance = cbc_trap_instance("preprocessing")
     optimum = partition.solve(instance, "brute-force").placement
     monkeypatch.setattr(milp, "_CBC_OPTIONS", ())
-    monkeypatch.setattr(StageModelData, "warm_start", lambda self: optimum)
+    monkeypatch.setattr(milp, "graph_order_split", lambda instance: (optimum, 0.0))
     result = partition.solve(instance, "milp", threads=1)
     assert result.status is partition.Status.FEASIBLE and result.placement == optimum
     assert result.lower_bound < result.bottleneck < 0.0636

@@ -28,7 +28,6 @@ from ..devices import LinkType
 from ..instance import CommMode, Instance
 from ..placement import Placement, Status
 from .base import Outcome
-from .order_dp import split_order
 
 # The evaluator accepts memory up to capacity × (1 + 1e-9); models use the same slack.
 MEMORY_TOLERANCE = 1e-9
@@ -131,11 +130,6 @@ class StageModelData:
 
     def class_of_device(self, device: int) -> int:
         return next(c for c, cls in enumerate(self.classes) if device in cls.devices)
-
-    def warm_start(self) -> Placement | None:
-        """The order DP's split of the graph's own topological order, if it finds one."""
-        placement, _ = split_order(self.instance, np.arange(self.num_ops))
-        return placement
 
 
 def device_classes(cluster: Cluster) -> tuple[DeviceClass, ...]:

@@ -108,7 +108,7 @@ from .base import Capabilities, Outcome, Scope, Settings, Solver
 from .baselines import BalancedTime, Uniform
 from .chain_round import rounded_placement
 from .ideal_split import sequence_split
-from .order_dp import split_order, split_seconds
+from .order_dp import graph_order_split, split_seconds
 
 IDEAL_LIMIT = 200_000
 # Extending a level's states takes about (states ratio)^0.75 the last level's time; scoring the
@@ -1168,7 +1168,7 @@ def incumbents(
     ]
     limit = settings.time_limit
     if limit is None or split_seconds(instance) <= _INCUMBENT_SHARE * limit:
-        candidates.insert(0, ("order-dp", split_order(instance, np.arange(len(instance.graph.ops)))[0]))
+        candidates.insert(0, ("order-dp", graph_order_split(instance)[0]))
     if rounded:
         deadline = np.inf if limit is None else time.perf_counter() + _INCUMBENT_SHARE * limit
         scorer = Scorer(instance, TensorArrays.of(instance))

@@ -75,6 +75,7 @@ from ._stage_model import (
 )
 from .base import Capabilities, Outcome, Scope, Settings, Solver
 from .lp_bound import lp_lower_bound
+from .order_dp import graph_order_split
 
 _GAP = 1e-7
 _CBC_OPTIONS = ("preprocess off",)  # see the module docstring: wrong optima with it
@@ -344,7 +345,7 @@ class Milp(Solver):
         data = stage_model_data(instance)
         lower_bound = lp_lower_bound(instance)
         unit = lower_bound if 0 < lower_bound < math.inf else 1.0
-        start = data.warm_start()
+        start = graph_order_split(instance)[0]
         built = time.perf_counter()
         try:
             with _pulp_2_api():

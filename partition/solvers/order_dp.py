@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..chain_bound import reused
 from ..instance import CommMode, Instance
 from ..placement import Placement, Status
 from .base import Capabilities, Outcome, Scope, Settings, Solver
@@ -224,17 +225,23 @@ def split_order(instance: Instance, order: np.ndarray) -> tuple[Placement | None
     return Placement(tuple(int(s) for s in stage_of), tuple(devices)), value
 
 
+def graph_order_split(instance: Instance) -> tuple[Placement | None, float]:
+    """:func:`split_order` of the graph's own topological order, made once per solve (within
+    :func:`~partition.chain_bound.reuse`): ``auto``'s choice, the bound before CP-SAT and
+    CP-SAT's starts each ask for it (on CLIP over H100/A100 at k = 4, 0.2 s each)."""
+    return reused(instance, "order split", lambda: split_order(instance, np.arange(len(instance.graph.ops))))
+
+
 class OrderDP(Solver):
     name = "order-dp"
     capabilities = Capabilities(scope=Scope.ORDER, max_ops=4000)
 
     def solve(self, instance: Instance, settings: Settings) -> Outcome:
-        order = np.arange(len(instance.graph.ops))
         settings.report(
-            f"order-dp: {len(order)} ops, {len(instance.cluster.devices)} devices,"
+            f"order-dp: {len(instance.graph.ops)} ops, {len(instance.cluster.devices)} devices,"
             f" k ≤ {instance.options.stages}"
         )
-        placement, value = split_order(instance, order)
+        placement, value = graph_order_split(instance)
         if placement is None:
             return Outcome(
                 None,
