@@ -493,7 +493,7 @@ def solve(
     if not 0 <= gap_limit < 1:
         raise InputError(f"gap limit must be at least 0 and below 1 (100%), got {gap_limit:g}")
     settings = Settings(seed=seed, threads=threads, gap_limit=gap_limit, progress=progress)
-    with reuse():  # auto's choice, the anytime search and the end share the chain bound's build
+    with reuse():  # auto's choice, the solver and the end share the bounds' builds and the order split
         return _solve(instance, solver, time_limit, settings)
 
 

@@ -2526,8 +2526,9 @@ def reused(instance: Instance, what: str, make: Callable[[], _T]) -> _T:
 
 @contextlib.contextmanager
 def reuse() -> Iterator[None]:
-    """Within it, each instance's relaxation is built once (:func:`_prepared`, :func:`reused`); a
-    solve wraps itself in it. Per thread (a context variable), so solves in parallel threads keep theirs."""
+    """Within it, each instance's relaxation is built once (:func:`_prepared`), as is what else
+    :func:`reused` keeps (its towers, the order DP's split of its graph order); a solve wraps
+    itself in it. Per thread (a context variable), so solves in parallel threads keep theirs."""
     if _REUSED.get() is not None:
         yield
         return
