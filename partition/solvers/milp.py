@@ -28,9 +28,9 @@ on two small ``once``-mode instances whose model admits the true one (fixed to i
 at its value). Given the order DP's placement as a start, a diamond of six ops over three
 devices on two hosts: 0.07606 s "Optimal" against 0.07345. With no start, seven ops over two
 hosts of two devices (found by ``make fuzz``): 0.06994 against 0.06359. Without the
-preprocessing both come out right. So they do without CLP's presolve or without cuts, but those
-lost Inception-v1's proof at 10 s, where ``preprocess off`` kept all 16 proofs ``milp`` had in
-``make bench``. Wrong answers blamed on the preprocessing are known upstream. A proof that a
+preprocessing both come out right. Turning off CLP's presolve, or the cuts, also fixes both, but
+each lost Inception-v1's proof at 10 s, where ``preprocess off`` kept all 16 proofs ``milp`` had
+in ``make bench``. Wrong answers blamed on the preprocessing are known upstream. A proof that a
 valid placement contradicts (the warm start below CBC's bound) is not believed either: the
 result is then ``feasible`` with the LP bound. The order DP's placement is still the fallback (the
 *warm start* below), returned when CBC ends without a better one. The time limit counts from the
