@@ -60,9 +60,16 @@ difference of nested ideals, so it holds at least the reference work the end's g
 holds less what the start's may, and it is a set of the segment's ops: it computes on ``τ`` at
 least the fractional knapsack that takes the ops cheapest on ``τ`` per unit of reference work
 first (:class:`_Floor`; the cost then lowered to its envelopes again). T5 on H100/A100 at
-k = 8: 0.40872 → 0.41225 ms; on four types 0.42499 → 0.42681. Exact segments go without: their
-positions come from the ideals themselves, and on CLIP over four types the floor lifted parts
-there by at most 1.3 µs, no bound, and slowed the search by a sixth (114 → 134 s).
+k = 8: 0.40872 → 0.41225 ms; on four types 0.42499 → 0.42681. And the part meets each chain of
+the segment (T5's MatMul, Reshape, Transpose) in a contiguous piece, which receives the tensor
+before it unless it starts the chain and sends the one after it unless it ends it: the knapsack
+takes the segments of each chain's lower convex hull of (reference work, time with those
+transfers) over its pieces, not its ops one by one (:func:`_segment_floor`; an A100 holding
+Reshapes and Transposes without their MatMuls was priced 1.04 times their H100 work, now at
+least 1.27: T5 on H100/A100 0.41224 → 0.41367 ms, on four types 0.42681 → 0.42831). Exact
+segments go without: their positions come from the ideals themselves, and on CLIP over four
+types the floor lifted parts there by at most 1.3 µs, no bound, and slowed the search by a
+sixth (114 → 134 s).
 
 **Exact windows.** In the tower the DP reads as a matrix (the staircase's), a part that starts
 in an exact segment (its ideals enumerated) and ends in it or in the next is priced exactly
@@ -209,8 +216,11 @@ from .chain_bound import (
     _host_groups,
     _host_sides,
     _in_groups,
+    _joined,
+    _knapsack,
     _largest_segment,
     _links,
+    _lower_hull,
     _members,
     _narrowed,
     _past,
@@ -247,6 +257,7 @@ _MAX_OPS = 20_000  # larger graphs are left to the chain bound (finding towers i
 _HOST_PASSES = 16  # time left, in plain passes of the last resolution, for the pass with a type per host
 _EXACT_PASSES = 6  # time left, in plain passes of the last resolution, for the exact windows
 _EXACT_PAIRS = 1_000_000  # (start, end) rows of a window priced exactly (:func:`_exact_parts`) at most
+_CHAIN_OPS = 64  # ops of a chain whose pieces the floor prices (their number is quadratic)
 _BLOCK_SEQUENCES = 48  # type sequences with each group of hosts' stages together, traced at most
 
 
@@ -287,11 +298,12 @@ class _Floor:
     """The least compute of a part that starts and ends in one segment, from the reference
     work it certainly holds: ``work_end[a'] − work_start[a]`` (groups; the suffix minima of the
     least reference work of a cut in the group, and the prefix maxima of the most). Such a part
-    is a set of the segment's ops, so on type ``τ`` it computes at least the fractional knapsack
-    that takes the ops cheapest on ``τ`` per unit of reference work first: per segment ``s``,
-    ``work[s]`` and ``time[s]`` (points × types) are its cumulative reference work and time on
-    each type; ``segment``, each group's, −1 where the floor is left out: an exact segment, or
-    one where it lifts nothing (the module docstring's *Work a part holds*)."""
+    is a set of the segment's ops, so on type ``τ`` it takes at least the fractional knapsack
+    that takes the ops, and the pieces of chains with their transfers, cheapest on ``τ`` per unit
+    of reference work first (:func:`_segment_floor`): per segment ``s``, ``work[s]`` and
+    ``time[s]`` (points × types) are its cumulative reference work and time on each type;
+    ``segment``, each group's, −1 where the floor is left out: an exact segment, or one where it
+    lifts nothing (the module docstring's *Work a part holds*)."""
 
     work_end: np.ndarray
     work_start: np.ndarray
@@ -358,12 +370,16 @@ def _inside(threshold: np.ndarray) -> np.ndarray:
 def _floor(measured: _Measured, starts: np.ndarray) -> _Floor:
     """The :class:`_Floor` of ``measured`` grouped with first rows ``starts``."""
     positions, reference = measured.positions, measured.reference
-    times = measured.instance.costs.finite_times()
-    bounds = itertools.pairwise(measured.bounds.astype(int))
-    segments = [_knapsack(times[lo:hi], reference) for lo, hi in bounds]
+    bounds = list(itertools.pairwise(measured.bounds.astype(int)))
+    relaxed = np.array([measured.ideals.get(b) is None for b in range(len(bounds))])
+    # exact segments get none: their positions come from the ideals themselves
+    none = np.zeros((1, measured.instance.costs.times.shape[1]))
+    segments = [
+        _segment_floor(measured.instance, lo, hi, reference) if relaxed[b] else (none, none)
+        for b, (lo, hi) in enumerate(bounds)
+    ]
     # the last row is no segment's: it starts no part
     segment = np.minimum(np.searchsorted(measured.firsts, starts, "right") - 1, len(segments) - 1)
-    relaxed = np.array([measured.ideals.get(b) is None for b in range(len(segments))])
     return _Floor(
         np.minimum.accumulate(np.minimum.reduceat(positions.end[:, reference], starts)[::-1])[::-1],
         np.maximum.accumulate(np.maximum.reduceat(positions.start[:, reference], starts)),
@@ -373,16 +389,69 @@ def _floor(measured: _Measured, starts: np.ndarray) -> _Floor:
     )
 
 
-def _knapsack(times: np.ndarray, reference: int) -> tuple[np.ndarray, np.ndarray]:
-    """The fractional knapsack of ops ``times`` (ops × types): per type, the ops with reference
-    time taken cheapest per unit of it first, as points (cumulative reference work, cumulative
-    time; points × types, from zero) whose interpolation is the least time of a set of the ops
-    holding a given reference work."""
-    ops = times[times[:, reference] > 0]
-    order = np.argsort(ops / ops[:, reference : reference + 1], axis=0, kind="stable")
-    zero = np.zeros((1, times.shape[1]))
-    work = np.vstack([zero, np.cumsum(ops[order, reference], axis=0)])
-    return work, np.vstack([zero, np.cumsum(np.take_along_axis(ops, order, axis=0), axis=0)])
+def _chains(instance: Instance, lo: int, hi: int) -> list[tuple[list[int], list[float]]]:
+    """The chains of two or more of the ops ``lo:hi``: each op after the first has one
+    predecessor among them, and is its one successor among them. Per chain its ops and, per
+    link, the bytes of the least tensor the link carries."""
+    graph = instance.graph
+    predecessors, successors = (
+        [[w for w in near if lo <= w < hi] for near in side[lo:hi]] for side in _adjacency(graph)
+    )
+    carried: dict[tuple[int, int], float] = {}
+    for tensor in graph.tensors:
+        u = graph.index.get(tensor.producer or "", -1)
+        for reader in tensor.consumers if lo <= u < hi else ():
+            link = (u, graph.index[reader])
+            carried[link] = min(carried.get(link, math.inf), tensor.bytes)
+    chains: list[tuple[list[int], list[float]]] = []
+    chain_of: dict[int, int] = {}
+    for v in range(lo, hi):
+        before = predecessors[v - lo]
+        if len(before) == 1 and len(successors[before[0] - lo]) == 1:
+            ops, links = chains[chain_of[before[0]]]
+            ops.append(v)
+            links.append(carried[before[0], v])
+            chain_of[v] = chain_of[before[0]]
+        else:
+            chain_of[v] = len(chains)
+            chains.append(([v], []))
+    return [chain for chain in chains if len(chain[0]) > 1]
+
+
+def _segment_floor(instance: Instance, lo: int, hi: int, reference: int) -> tuple[np.ndarray, np.ndarray]:
+    """The :class:`_Floor`'s points (reference work, least time; points × types, from zero) of
+    the ops ``lo:hi``: the fractional knapsack over the other ops one by one and over the pieces
+    of their chains (:func:`_chains`). A part meets a chain in a contiguous piece (the
+    difference of two prefixes), which receives the link before it from an earlier stage unless
+    it starts the chain, and sends the link after it to a later one unless it ends it, each at
+    least on its type's best link. So each chain gives the segments of its lower convex hull of
+    (reference work, time with those transfers) over its pieces, and the knapsack takes them
+    and the other ops cheapest per unit of reference work first (T5's hung chains, MatMul,
+    Reshape, Transpose: a Reshape alone costs an A100 1.04 times its H100 work, a piece without
+    its MatMul at least 1.49 with its transfer, a whole chain 1.27). Chains of more than
+    :data:`_CHAIN_OPS` ops go op by op."""
+    times = instance.costs.finite_times()
+    chains = [chain for chain in _chains(instance, lo, hi) if len(chain[0]) <= _CHAIN_OPS]
+    chained = {v for ops, _ in chains for v in ops}
+    alone = times[[v for v in range(lo, hi) if v not in chained and times[v, reference] > 0]]
+    hulls = []  # per chain, per type: its hull's segments
+    for ops, links in chains:
+        work = np.concatenate([[0.0], np.cumsum(times[ops, reference])])
+        total = np.vstack([np.zeros((1, times.shape[1])), np.cumsum(times[ops], axis=0)])
+        # per link, then a zero row: a piece that ends the chain sends nothing, and one that
+        # starts it (its link "before", index -1) receives nothing
+        transfer = np.vstack([_transfer_times(instance, links), np.zeros((1, times.shape[1]))])
+        first, last = np.triu_indices(len(ops))  # the piece ops[first..last]
+        held = np.append(work[last + 1] - work[first], 0.0)  # and the empty piece
+        cost = np.vstack([total[last + 1] - total[first] + transfer[first - 1] + transfer[last], total[:1]])
+        hulls.append([_lower_hull(held, cost[:, t]) for t in range(times.shape[1])])
+    curves = [
+        _knapsack(_joined([(alone[:, reference], alone[:, t]), *(hull[t] for hull in hulls)]))
+        for t in range(times.shape[1])
+    ]
+    points = max(len(work) for work, _ in curves)  # the types' curves padded with their last point
+    padded = [[np.pad(side, (0, points - len(side)), mode="edge") for side in curve] for curve in curves]
+    return np.stack([work for work, _ in padded], axis=1), np.stack([time_ for _, time_ in padded], axis=1)
 
 
 @dataclass(frozen=True)
