@@ -113,6 +113,18 @@ held a chain or two paid none of the other hung tensors their layers read: 0.704
 ms). A later start then may cost more, so past the hung segment's boundary every point is
 extended, not only the undominated ones.
 
+**Hung tensors sent.** No cut sends a hung tensor either, but the maker's stage sends it unless
+it holds the readers. A part of ``A`` that certainly holds work past the boundary holds own
+ancestors of at least that work (less what no maker owns) over the most one maker owns of
+makers (:meth:`_Hung.touched`), and sends a tensor for each: its hung tensor, or, when the part
+lacks the maker, the one along which the path from its own ancestor to the maker leaves the
+part, distinct per maker. So a stage costs at least its ``A`` part's compute and receipts,
+those sends less one per maker whose readers its ``B`` part may hold, and its ``B`` part's
+price (:meth:`_Product._exits_reach`; the more of ``B`` a stage holds, the fewer sends). T5 on
+H100/A100 at k = 8: 0.41367 → 0.41498 ms, where a stage holding 21 of the hung ops was charged
+none of the tensors it sent to the decoder's stages. It slows the pass with group changes about
+twofold (T5 over four types at k = 8, no deadline: 22.8 → 44 s, and no higher there).
+
 **Broadcast tensors.** The relaxation keeps a mask's first reader (and those near it), but every
 reader still reads it. A part whose start's cut holds every kept reader, and so the mask's
 maker, and that certainly holds a dropped reader receives the mask once
@@ -474,6 +486,7 @@ class _Tower:
     price: np.ndarray | None = None
     exact: tuple[_Window, ...] = ()
     floor: _Floor | None = None
+    plain_end: np.ndarray | None = None  # the suffix minima of end: compute alone, nothing sent
 
     @property
     def last(self) -> int:
@@ -910,7 +923,11 @@ def _tower(
         grouped.threshold,
         group_of,
     )
-    tower = replace(tower, floor=_floor(measured, starts).lifting(tower))
+    tower = replace(
+        tower,
+        floor=_floor(measured, starts).lifting(tower),
+        plain_end=np.minimum.accumulate(grouped.end[::-1], axis=0)[::-1],
+    )
     if broadcasts is None or not broadcasts[0]:
         return tower
     return _with_broadcast_receipts(tower, measured, *broadcasts)
@@ -1159,7 +1176,10 @@ class _Hung:
     past the boundary, and its start's cut at most ``upper[a] − floor``. ``makers``: what the
     makers of the hung tensors need (:class:`_Makers`); per type, ``largest`` the most time of
     the hung tensors one maker makes, ``total`` of them all, and ``passed`` what
-    :meth:`spared` adds once the start's cut may hold a maker's own ancestor."""
+    :meth:`spared` adds once the start's cut may hold a maker's own ancestor. ``exit``, per
+    type, the least transfer of a hung tensor or an inner one, and ``readable[b, b']``, how many
+    makers have a reader that a part of the other tower from group ``b`` to ``b'`` may hold
+    (:func:`_readable`)."""
 
     tower: _Tower
     boundary: int
@@ -1170,6 +1190,21 @@ class _Hung:
     largest: np.ndarray
     total: np.ndarray
     passed: np.ndarray
+    exit: np.ndarray
+    readable: np.ndarray
+
+    def touched(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """How many makers a staircase part from group ``starts`` to ``ends`` (elementwise)
+        certainly holds an own ancestor of: the work past the boundary it certainly holds, less
+        what no maker owns, over the most one maker owns. Each costs the stage a send: the
+        maker's hung tensor, unless the stage holds its readers, or, when the part lacks the
+        maker, the tensor along which the own ancestors' path to it leaves the part (an inner
+        one, distinct per maker). The least and most work are enveloped first, so that a later
+        start touches no more."""
+        lower = np.minimum.accumulate(self.lower[::-1])[::-1]
+        upper = np.maximum.accumulate(self.upper)
+        held = lower[ends] - np.maximum(upper[starts], self.floor) - self.makers.shared
+        return np.ceil(np.maximum(held, 0.0) / self.makers.widest - 1e-9).astype(np.int64)
 
     def spared(self, kind: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """The most time of the hung tensors' receipts that a stage of type ``kind`` whose
@@ -1312,7 +1347,7 @@ class _Product:
         # only the parts of the first tower that fit (a fifth of the pairs on CLIP) are searched
         fits, ends = np.nonzero(budget >= 0)
         origin, left = points[starts][fits], budget[fits, ends]
-        found = self._second_reach(kind, sides, starts[fits], ends, origin, left)
+        found = self._second_reach(kind, sides, starts[fits], ends, origin, left, bottleneck)
         reached = np.full(budget.shape, -1, dtype=np.int64)
         reached[fits, ends] = found
         np.maximum(best, reached.max(axis=0), out=best)
@@ -1325,20 +1360,68 @@ class _Product:
         ends: np.ndarray,
         origin: np.ndarray,
         left: np.ndarray,
+        bottleneck: float | None = None,
     ) -> np.ndarray:
         """The furthest row of the second tower that a stage of type ``kind`` reaches from row
         ``origin`` within ``left`` seconds, its first tower's part going from row ``starts`` to
         row ``ends`` (elementwise), the second part priced as ``priced`` says (``2 · across on
         its start + across on its end``). The second part's price with the hung tensors'
         receipts (local links), less what the first part may spare by making some
-        (:meth:`_Hung.spared`), is a second valid price: the larger of the two is used."""
+        (:meth:`_Hung.spared`), is a second valid price, and with ``bottleneck`` (the stage's
+        whole budget) the first part's sends of hung tensors a third (:meth:`_exits_reach`): the
+        largest is used."""
         found = self.towers[priced][1].reach(kind, origin, left)
         if self.hung is not None:
             spared = self.hung.spared(kind, starts, ends)
             charged = spared < self.hung.total[kind]
             hung = self.hung.tower.reach(kind, origin[charged], left[charged] + spared[charged])
             found[charged] = np.minimum(found[charged], hung)
+            if bottleneck is not None:
+                found = np.minimum(found, self._exits_reach(kind, priced, starts, ends, origin, bottleneck))
         return found
+
+    def _exits_reach(
+        self,
+        kind: int,
+        priced: int,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        origin: np.ndarray,
+        bottleneck: float,
+    ) -> np.ndarray:
+        """The furthest row of the second tower a stage reaches (as :meth:`_second_reach`) when
+        its staircase part is priced its compute, its receipts and a send per maker it touches
+        (:meth:`_Hung.touched`) whose readers its second part cannot hold: a valid price, as
+        those sends are of no tower's crossing tensors. The further the second part reaches,
+        the more readers it may hold (:attr:`_Hung.readable`) and the fewer sends; so per count
+        ``held`` of them, the reach within the budget less ``touched − held`` sends, where the
+        part there may hold that many, and the furthest of those: the one of the largest count
+        that holds (a larger budget reaches no less), so the counts are tried from the top. The
+        largest integer where a part touches no maker."""
+        hung, first = self.hung, self.first
+        assert hung is not None and first.plain_end is not None
+        touched = hung.touched(starts, ends)
+        reach = np.full(len(starts), np.iinfo(np.int64).max)
+        some = np.flatnonzero(touched > 0)
+        if not len(some):
+            return reach
+        starts, ends, origin, touched = starts[some], ends[some], origin[some], touched[some]
+        full = ends > first.threshold[starts]
+        begun = np.where(full, first.full_start[starts, kind], first.compute_start[starts, kind])
+        left = bottleneck - np.maximum(first.plain_end[ends, kind] - begun, 0.0)
+        second = self.towers[priced][1]
+        held = np.minimum(touched, hung.readable[origin, -1])
+        furthest = np.full(len(starts), -1, dtype=np.int64)
+        trying = np.arange(len(starts))  # the parts whose count is not found yet
+        while len(trying):
+            at, count = origin[trying], held[trying]
+            found = second.reach(kind, at, left[trying] - (touched[trying] - count) * hung.exit[kind])
+            done = (count == 0) | ((found >= 0) & (hung.readable[at, np.maximum(found, 0)] >= count))
+            furthest[trying[done]] = found[done]
+            trying = trying[~done]
+            held[trying] -= 1
+        reach[some] = furthest
+        return reach
 
     def _charges(self, bottleneck: float) -> np.ndarray:
         """Per count vector (rows) and type, what the stage of that type that places the
@@ -1496,7 +1579,8 @@ class _Product:
                 fits = left >= 0
                 starts, left = starts[fits], left[fits]
                 ends = np.full(len(starts), a)
-                reach = self._second_reach(kind, sides, starts, ends, points[starts], left)
+                origins = points[starts]
+                reach = self._second_reach(kind, sides, starts, ends, origins, left, bottleneck - price)
                 found = np.flatnonzero(reach >= b)
                 if len(found):
                     start = int(starts[found[0]])
@@ -1730,9 +1814,15 @@ class _Product:
                 continue
             origin, left = origins[fits], budget[fits, ends]
             ceiling, need_b = self.second.threshold[origin], needs[fits, 1]
+            # the hung tensors' sends once for both pricings of the second part, at the lower
+            exits = None
+            if self.hung is not None:
+                exits = self._exits_reach(kind, sides, starts[fits], ends, origin, bottleneck)
             for ends_b in (0, 1) if other else (0,):
                 priced_b = sides | 2 * received[1] | ends_b
                 found = self._second_reach(kind, priced_b, starts[fits], ends, origin, left)
+                if exits is not None:
+                    found = np.minimum(found, exits)
                 partial = np.minimum(found, ceiling)
                 for full_b, reached in enumerate((partial, np.where(found > ceiling, found, -1))):
                     reached = np.where((need_b < 0) | (need_b == full_b), reached, -1)
@@ -1783,8 +1873,9 @@ class _Makers:
     no other maker descends from: distinct makers' are disjoint); ``root``, of an own ancestor
     with no own predecessor (a cut holding an own ancestor holds such a root). ``inner``, the
     bytes of the tensors an own ancestor makes for another of the same maker, and ``reads``, the
-    most of them one op reads. All four works are shaded down, so rounding only lowers the
-    bound."""
+    most of them one op reads; ``widest``, the most own work of one maker, and ``shared``, the
+    work there that no maker owns. The first four works are shaded down, the last two up, so
+    rounding only lowers the bound."""
 
     whole: float
     alone: float
@@ -1792,6 +1883,8 @@ class _Makers:
     root: float
     inner: tuple[float, ...]
     reads: int
+    widest: float
+    shared: float
 
 
 def _makers(x: _Measured, makers: set[str], segment: int) -> _Makers:
@@ -1827,6 +1920,9 @@ def _makers(x: _Measured, makers: set[str], segment: int) -> _Makers:
         min(float(times[u]) for u in roots) * shade,
         tuple(t.bytes for t in inner),
         max(reads.values(), default=0),
+        max(float(times[sorted(own)].sum()) for own in owned) / shade,
+        max(float(times[x.segment >= segment].sum()) - float(times[sorted(set().union(*owned))].sum()), 0.0)
+        / shade,
     )
 
 
@@ -1861,8 +1957,9 @@ def _hung_costs(
         passed = needs.reads * np.max(inner, axis=0) + len(per_maker) * cheaper
         if int(x.segment.max()) > segment or x.ideals.get(segment) is not None:
             passed = total
+    readers = _tower(y, reference, resolution, _receipts(y, tensors))
     return _Hung(
-        _tower(y, reference, resolution, _receipts(y, tensors)),
+        readers,
         int(group_of[boundary]),
         np.minimum.reduceat(x.positions.end[:, reference], firsts),
         np.maximum.reduceat(x.positions.start[:, reference], firsts),
@@ -1871,7 +1968,29 @@ def _hung_costs(
         largest,
         total,
         passed,
+        _transfer_times(y.instance, [*(size for _, size, _ in tensors), *needs.inner]).min(axis=0),
+        _readable(y, tensors, readers.group_of),
     )
+
+
+def _readable(y: _Measured, tensors: list, group_of: np.ndarray) -> np.ndarray:
+    """:attr:`_Hung.readable`: per pair of groups of ``y`` (start, end), how many makers of the
+    hung ``tensors`` (maker, bytes, readers) have a reader that a part between them may hold:
+    the start lies before the group from which cuts hold it, the end at or past the one up to
+    which they lack it. A maker none of whose readers ``y`` holds counts everywhere."""
+    last = int(group_of[-1])
+    spans: dict[str, tuple[int, int]] = {}
+    for maker, _, everyone in tensors:
+        rows = [y.rows(w) for w in everyone if w in y.instance.graph.index]
+        lacking = min((int(group_of[lacks]) for lacks, _ in rows), default=0)
+        holding = max((int(group_of[holds]) for _, holds in rows), default=last)
+        known = spans.get(maker, (lacking, holding))
+        spans[maker] = (min(known[0], lacking), max(known[1], holding))
+    groups = np.arange(last + 1)
+    readable = np.zeros((len(groups), len(groups)), dtype=np.int16)
+    for lacking, holding in spans.values():
+        readable += (groups[:, None] <= holding) & (groups[None, :] >= lacking)
+    return readable
 
 
 def tower_lower_bound(
