@@ -1377,17 +1377,17 @@ class _Product:
             hung = self.hung.tower.reach(kind, origin[charged], left[charged] + spared[charged])
             found[charged] = np.minimum(found[charged], hung)
             if bottleneck is not None:
-                found = np.minimum(found, self._exits_reach(kind, priced, starts, ends, origin, bottleneck))
+                found = np.minimum(found, self._exits_reach(kind, priced, bottleneck, starts, ends, origin))
         return found
 
     def _exits_reach(
         self,
         kind: int,
         priced: int,
+        bottleneck: float,
         starts: np.ndarray,
         ends: np.ndarray,
         origin: np.ndarray,
-        bottleneck: float,
     ) -> np.ndarray:
         """The furthest row of the second tower a stage reaches (as :meth:`_second_reach`) when
         its staircase part is priced its compute, its receipts and a send per maker it touches
@@ -1817,7 +1817,7 @@ class _Product:
             # the hung tensors' sends once for both pricings of the second part, at the lower
             exits = None
             if self.hung is not None:
-                exits = self._exits_reach(kind, sides, starts[fits], ends, origin, bottleneck)
+                exits = self._exits_reach(kind, sides, bottleneck, starts[fits], ends, origin)
             for ends_b in (0, 1) if other else (0,):
                 priced_b = sides | 2 * received[1] | ends_b
                 found = self._second_reach(kind, priced_b, starts[fits], ends, origin, left)

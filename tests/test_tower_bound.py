@@ -582,7 +582,7 @@ def test_the_floor_never_exceeds_the_cheapest_part_holding_the_work(seed) -> Non
             assert np.interp(held, work[:, kind], time_[:, kind]) <= cheapest * (1 + 1e-9)
 
 
-def _no_hung_sends(self, kind: int, priced: int, starts: np.ndarray, *rest) -> np.ndarray:
+def _no_hung_sends(self, kind: int, priced: int, bottleneck: float, starts: np.ndarray, *rest) -> np.ndarray:
     """:meth:`tower_bound._Product._exits_reach` charging no sends: the bound without them."""
     return np.full(len(starts), np.iinfo(np.int64).max)
 
