@@ -1177,9 +1177,9 @@ class _Hung:
     makers of the hung tensors need (:class:`_Makers`); per type, ``largest`` the most time of
     the hung tensors one maker makes, ``total`` of them all, and ``passed`` what
     :meth:`spared` adds once the start's cut may hold a maker's own ancestor. ``exit``, per
-    type, the least transfer of a hung tensor or an inner one, and ``readable[b, b']``, how many
-    makers have a reader that a part of the other tower from group ``b`` to ``b'`` may hold
-    (:func:`_readable`)."""
+    type, the least transfer of a hung tensor or an inner one; per maker, ``lacking`` and
+    ``holding``, the other tower's groups up to which a cut may lack all its readers and from
+    which one may hold one (:func:`_reader_spans`, :meth:`readable`)."""
 
     tower: _Tower
     boundary: int
@@ -1191,7 +1191,26 @@ class _Hung:
     total: np.ndarray
     passed: np.ndarray
     exit: np.ndarray
-    readable: np.ndarray
+    lacking: np.ndarray
+    holding: np.ndarray
+
+    def readable(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """How many makers have a reader that a part of the other tower from group ``starts``
+        to ``ends`` (elementwise) may hold: its start lies at or before a group from which cuts
+        hold one, and its end at or past one up to which they lack it. Looked up by where the
+        start and end fall among the makers' groups (:attr:`_readers`)."""
+        holding, lacking, counts = self._readers
+        return counts[np.searchsorted(holding, starts), np.searchsorted(lacking, ends, "right")]
+
+    @functools.cached_property
+    def _readers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The distinct ``holding`` and ``lacking`` groups, sorted, and ``counts[i, j]``: how many
+        makers have ``holding`` at or after the ``i``-th and ``lacking`` at or before the
+        ``j − 1``-th (every start before the ``i``-th, every end from the ``j − 1``-th on)."""
+        holding, lacking = np.unique(self.holding), np.unique(self.lacking)
+        after = self.holding[None, :] >= np.append(holding, np.inf)[:, None]
+        before = self.lacking[None, :] <= np.insert(lacking.astype(float), 0, -np.inf)[:, None]
+        return holding, lacking, (after[:, None, :] & before[None, :, :]).sum(axis=2)
 
     def touched(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """How many makers a staircase part from group ``starts`` to ``ends`` (elementwise)
@@ -1393,7 +1412,7 @@ class _Product:
         its staircase part is priced its compute, its receipts and a send per maker it touches
         (:meth:`_Hung.touched`) whose readers its second part cannot hold: a valid price, as
         those sends are of no tower's crossing tensors. The further the second part reaches,
-        the more readers it may hold (:attr:`_Hung.readable`) and the fewer sends; so per count
+        the more readers it may hold (:meth:`_Hung.readable`) and the fewer sends; so per count
         ``held`` of them, the reach within the budget less ``touched − held`` sends, where the
         part there may hold that many, and the furthest of those: the one of the largest count
         that holds (a larger budget reaches no less), so the counts are tried from the top. The
@@ -1410,13 +1429,13 @@ class _Product:
         begun = np.where(full, first.full_start[starts, kind], first.compute_start[starts, kind])
         left = bottleneck - np.maximum(first.plain_end[ends, kind] - begun, 0.0)
         second = self.towers[priced][1]
-        held = np.minimum(touched, hung.readable[origin, -1])
+        held = np.minimum(touched, hung.readable(origin, np.full_like(origin, self.second.last)))
         furthest = np.full(len(starts), -1, dtype=np.int64)
         trying = np.arange(len(starts))  # the parts whose count is not found yet
         while len(trying):
             at, count = origin[trying], held[trying]
             found = second.reach(kind, at, left[trying] - (touched[trying] - count) * hung.exit[kind])
-            done = (count == 0) | ((found >= 0) & (hung.readable[at, np.maximum(found, 0)] >= count))
+            done = (count == 0) | ((found >= 0) & (hung.readable(at, found) >= count))
             furthest[trying[done]] = found[done]
             trying = trying[~done]
             held[trying] -= 1
@@ -1969,28 +1988,23 @@ def _hung_costs(
         total,
         passed,
         _transfer_times(y.instance, [*(size for _, size, _ in tensors), *needs.inner]).min(axis=0),
-        _readable(y, tensors, readers.group_of),
+        *_reader_spans(y, tensors, readers.group_of),
     )
 
 
-def _readable(y: _Measured, tensors: list, group_of: np.ndarray) -> np.ndarray:
-    """:attr:`_Hung.readable`: per pair of groups of ``y`` (start, end), how many makers of the
-    hung ``tensors`` (maker, bytes, readers) have a reader that a part between them may hold:
-    the start lies before the group from which cuts hold it, the end at or past the one up to
-    which they lack it. A maker none of whose readers ``y`` holds counts everywhere."""
-    last = int(group_of[-1])
+def _reader_spans(y: _Measured, tensors: list, group_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:attr:`_Hung.lacking` and :attr:`_Hung.holding`: per maker of the hung ``tensors``
+    (maker, bytes, readers), the first group of ``y`` at or before whose rows a cut lacks one of
+    its readers, and the last from which a cut holds one; a maker none of whose readers ``y``
+    holds spans every group."""
     spans: dict[str, tuple[int, int]] = {}
     for maker, _, everyone in tensors:
         rows = [y.rows(w) for w in everyone if w in y.instance.graph.index]
         lacking = min((int(group_of[lacks]) for lacks, _ in rows), default=0)
-        holding = max((int(group_of[holds]) for _, holds in rows), default=last)
+        holding = max((int(group_of[holds]) for _, holds in rows), default=int(group_of[-1]))
         known = spans.get(maker, (lacking, holding))
         spans[maker] = (min(known[0], lacking), max(known[1], holding))
-    groups = np.arange(last + 1)
-    readable = np.zeros((len(groups), len(groups)), dtype=np.int16)
-    for lacking, holding in spans.values():
-        readable += (groups[:, None] <= holding) & (groups[None, :] >= lacking)
-    return readable
+    return np.array([lo for lo, _ in spans.values()]), np.array([hi for _, hi in spans.values()])
 
 
 def tower_lower_bound(
