@@ -1219,7 +1219,9 @@ class _Hung:
         maker's hung tensor, unless the stage holds its readers, or, when the part lacks the
         maker, the tensor along which the own ancestors' path to it leaves the part (an inner
         one, distinct per maker). The least and most work are enveloped first, so that a later
-        start touches no more."""
+        start touches no more. Makers that own no work give no count."""
+        if self.makers.widest <= 0:
+            return np.zeros(len(starts), dtype=np.int64)
         lower = np.minimum.accumulate(self.lower[::-1])[::-1]
         upper = np.maximum.accumulate(self.upper)
         held = lower[ends] - np.maximum(upper[starts], self.floor) - self.makers.shared

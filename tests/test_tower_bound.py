@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
+import warnings
 from dataclasses import replace
 
 import networkx as nx
@@ -601,6 +602,19 @@ def test_a_stage_making_hung_tensors_sends_those_its_other_part_cannot_read(monk
     assert 0.736 * optimum < tower_lower_bound(instance, 1.3 * optimum) <= optimum * (1 + 1e-9)
     monkeypatch.setattr(tower_bound._Product, "_exits_reach", _no_hung_sends)
     assert tower_lower_bound(instance, 1.3 * optimum) < 0.733 * optimum
+
+
+def test_makers_that_own_no_work_are_counted_touched_by_no_part() -> None:
+    # Own ancestors of no work (make test's random graphs have free ops): the work a part holds
+    # tells no count of makers; dividing by that zero gave NaN and a cast warning.
+    makers = tower_bound._Makers(0.0, 0.0, 0.0, 0.0, (), 0, 0.0, 0.0)
+    zero = np.zeros(1)
+    hung = tower_bound._Hung(
+        None, 0, np.array([0.0, 1.0]), np.array([0.0, 1.0]), 0.0, makers, zero, zero, zero, zero, zero, zero
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert (hung.touched(np.array([0, 0]), np.array([0, 1])) == 0).all()
 
 
 def test_a_part_pays_the_transfers_of_the_chain_pieces_it_holds(monkeypatch) -> None:
