@@ -123,7 +123,7 @@ those sends less one per maker whose readers its ``B`` part may hold, and its ``
 price (:meth:`_Product._exits_reach`; the more of ``B`` a stage holds, the fewer sends). T5 on
 H100/A100 at k = 8: 0.41367 → 0.41498 ms, where a stage holding 21 of the hung ops was charged
 none of the tensors it sent to the decoder's stages. It slows the pass with group changes about
-twofold (T5 over four types at k = 8, no deadline: 22.8 → 44 s, and no higher there).
+twofold (T5 over four types at k = 8, no deadline: 22.8 → 44–48 s, and no higher there).
 
 **Broadcast tensors.** The relaxation keeps a mask's first reader (and those near it), but every
 reader still reads it. A part whose start's cut holds every kept reader, and so the mask's
