@@ -12,12 +12,15 @@ from conftest import LIGHT, TWO_HOSTS, random_dag_instance
 from exhaustive import exhaustive_optimum
 from global_cases import larger_instance, medium_instance, packing_infeasible_instance, small_instances
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 
 import partition
 from partition.cli import main
 from partition.evaluator import evaluate
 from partition.solvers import Settings, get_solver
+from partition.solvers._stage_model import stage_model_data
+from partition.solvers.cp_sat import StageModel, model_unit
 from partition.solvers.lns import polish
 from partition.solvers.lp_bound import lp_lower_bound
 
@@ -39,6 +42,43 @@ def test_global_solvers_reach_the_exhaustive_optimum(solver: str, instance: part
     slack = 1e-6 if solver == "cp-sat" else 1e-5
     assert optimum * (1 - slack) <= result.lower_bound <= optimum * (1 + 1e-9)
     assert lp_lower_bound(instance) <= optimum * (1 + 1e-9)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(instance=small_instances(max_ops=7), draws=st.data())
+def test_a_model_of_the_stages_each_op_may_take_equals_the_whole_model_with_the_rest_forbidden(
+    instance: partition.Instance, draws: st.DataObject
+) -> None:
+    # the polish's windows pin most ops to one stage: their model has literals and tensors only
+    # for the stages the ops may take, and must have the optimum of the whole model with every
+    # other stage forbidden
+    data = stage_model_data(instance)
+    k = data.num_stages
+    allowed = [
+        sorted(draws.draw(st.sets(st.integers(0, k - 1), min_size=1, max_size=k), label=f"op {v}"))
+        for v in range(data.num_ops)
+    ]
+    unit = model_unit(data, lp_lower_bound(instance))
+
+    def optimum(model: StageModel) -> tuple[str, float | None]:
+        solver = cp_model.CpSolver()
+        solver.parameters.num_workers = 1
+        solver.parameters.presolve_inclusion_work_limit = 0
+        status = solver.Solve(model.model)
+        assert status in (cp_model.OPTIMAL, cp_model.INFEASIBLE)
+        return solver.StatusName(status), solver.ObjectiveValue() if status == cp_model.OPTIMAL else None
+
+    restricted = StageModel(data, unit, 0, 2**40, data.memory_can_bind, allowed=allowed)
+    whole = StageModel(data, unit, 0, 2**40, data.memory_can_bind)
+    for group in data.colocate:  # colocated ops take the stages all of them may take
+        shared = set.intersection(*(set(allowed[v]) for v in group))
+        for v in group:
+            allowed[v] = sorted(shared)
+    for v, stages in enumerate(allowed):
+        for s in set(range(k)) - set(stages):
+            whole.model.add(whole.x[v][s] == 0)
+    assert all(set(restricted.x[v]) == set(stages) for v, stages in enumerate(allowed))
+    assert optimum(restricted) == optimum(whole)
 
 
 def test_a_short_time_limit_gives_a_feasible_placement_with_a_bound_and_a_gap() -> None:

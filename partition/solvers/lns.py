@@ -399,19 +399,17 @@ class _Polisher:
         lower = min(math.floor(window.floor / unit), upper)
         built = time.perf_counter()
         deadline = min(self.deadline, built + _MAX_WINDOW_SECONDS + 3 * self.work)
-        try:
-            model = StageModel(data, unit, lower, upper, data.memory_can_bind, deadline, window.fixed_comm)
-        except OutOfTime:
-            return None
-        m, k = model.model, data.num_stages
+        k = data.num_stages
         free = [j for j, r in enumerate(window.stages) if window.first <= r <= window.last]
         pinned = [j for j in range(k) if j not in free]
-        for c in range(len(sub.graph.ops)):
-            if c in window.fixed:
-                m.Add(model.x[c][window.fixed[c]] == 1)
-            else:
-                for j in pinned:
-                    m.Add(model.x[c][j] == 0)
+        allowed = [(window.fixed[c],) if c in window.fixed else free for c in range(len(sub.graph.ops))]
+        try:
+            model = StageModel(
+                data, unit, lower, upper, data.memory_can_bind, deadline, window.fixed_comm, allowed
+            )
+        except OutOfTime:
+            return None
+        m = model.model
         for j in pinned:
             m.Add(model.z[j][data.class_of_device(window.hint.devices[j])] == 1)
         held = np.bincount(
@@ -435,9 +433,7 @@ class _Polisher:
         status = solver.Solve(m)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return None
-        stage_of = [
-            next(j for j in range(k) if solver.Value(model.x[c][j])) for c in range(len(sub.graph.ops))
-        ]
+        stage_of = model.stages(solver)
         chosen = [next(c for c in range(len(data.classes)) if solver.Value(model.z[j][c])) for j in range(k)]
         return stage_of, [data.classes[c].devices[0] for c in chosen], status == cp_model.OPTIMAL
 
