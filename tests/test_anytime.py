@@ -420,6 +420,7 @@ def _witness_polish(
             {"start": call["start"], "left": call["deadline"] - time.perf_counter()}
             | {"escape": call["escape"] is not None, "stall": call["stall"]}
             | {"complete_hints": call["complete_hints"], "threads": call["settings"].threads}
+            | {"seed": call["settings"].seed}
         )
         return PolishReport(call["start"], False, 1, ("lns: recorded",))
 
@@ -441,23 +442,33 @@ def test_a_far_witness_is_polished_when_the_incumbents_polish_stalls(
     # A witness within the slack of the incumbent is polished first, for its share, then the
     # incumbent to the end; a farther one only once the incumbent's polish has gone a third of
     # its time without gain, with partial hints and no escape (the escape would move it straight
-    # back to the incumbent's basin), until the end.
+    # back to the incumbent's basin), and then again under two other seeds, each polish yielding
+    # under the same rule while another waits.
     search, incumbent, witness, calls = _witness_polish(monkeypatch, witness_within_slack)
-    notes = search.polish_with_witness(Settings())
-    first, second = calls
+    notes = search.polish_with_witness(Settings(seed=5))
+    first, second, *again = calls
     assert first["escape"] and second["escape"] == witness_within_slack
+    assert first["seed"] == second["seed"] == 5
     if witness_within_slack:
-        assert first["start"] is witness and second["start"] is incumbent
+        assert first["start"] is witness and second["start"] is incumbent and not again
         assert first["stall"] is None and second["stall"] is None and second["complete_hints"]
         assert first["left"] == pytest.approx(10.0, abs=0.5)
     else:
         assert first["start"] is incumbent and second["start"] is witness
         assert first["stall"].seconds == pytest.approx(first["left"] / 3, abs=0.5)
         assert first["stall"].until == pytest.approx(search.end - 10.0)
-        assert not second["complete_hints"] and second["stall"] is None
+        assert not second["complete_hints"] and second["stall"].waiting is not None
         assert first["left"] == pytest.approx(20.0, abs=0.5)
+        assert [call["start"] for call in again] == [witness, witness]
+        assert [call["seed"] for call in again] == [6, 7]
+        assert not any(call["complete_hints"] or call["escape"] for call in again)
+        assert again[0]["stall"].waiting is not None and again[1]["stall"] is None
     assert second["left"] == pytest.approx(20.0, abs=0.5)
-    expected = [_WITNESS_NOTE, "lns: recorded"] if witness_within_slack else ["lns: recorded", _WITNESS_NOTE]
+    expected = (
+        [_WITNESS_NOTE, "lns: recorded"]
+        if witness_within_slack
+        else ["lns: recorded", _WITNESS_NOTE, *(_WITNESS_NOTE[:-1] + f", seed + {r})" for r in (1, 2))]
+    )
     assert list(notes) == expected
 
 
@@ -465,25 +476,34 @@ def test_a_far_witness_is_polished_when_the_incumbents_polish_stalls(
 def test_with_two_threads_the_witness_and_the_incumbent_are_polished_at_once(
     monkeypatch, witness_within_slack: bool
 ) -> None:
-    # with a second thread no start waits for the other: each is polished to the end, at the
-    # same time (the barrier breaks unless both polishes run together), with one CP-SAT worker,
-    # the far witness without the escape and with partial hints, as when it runs alone
+    # with a second thread neither start waits for the other: both are polished at the same time
+    # (the barrier breaks unless both polishes run together), with one CP-SAT worker, the far
+    # witness without the escape and with partial hints, as when it runs alone; a far witness
+    # is then polished again under two other seeds, taken by the threads as their polishes yield
     search, incumbent, witness, calls = _witness_polish(monkeypatch, witness_within_slack, parties=2)
     notes = search.polish_with_witness(Settings(threads=2))
     mine, theirs = (next(call for call in calls if call["start"] is start) for start in (incumbent, witness))
     assert all(call["left"] == pytest.approx(20.0, abs=0.5) for call in (mine, theirs))
-    assert all(call["stall"] is None and call["threads"] == 1 for call in (mine, theirs))
+    assert all(call["threads"] == 1 for call in calls)
     assert mine["escape"] and mine["complete_hints"]
     assert theirs["escape"] == theirs["complete_hints"] == witness_within_slack
-    expected = [_WITNESS_NOTE, "lns: recorded"] if witness_within_slack else ["lns: recorded", _WITNESS_NOTE]
-    assert list(notes) == expected
+    if witness_within_slack:
+        assert len(calls) == 2 and mine["stall"] is None and theirs["stall"] is None
+        assert list(notes) == [_WITNESS_NOTE, "lns: recorded"]
+    else:
+        assert mine["stall"].waiting is not None and theirs["stall"].waiting is not None
+        assert sorted(call["seed"] for call in calls[2:]) == [1, 2]
+        assert all(call["start"] is witness for call in calls[2:])
+        again = [_WITNESS_NOTE[:-1] + f", seed + {r})" for r in (1, 2)]
+        assert sorted(notes) == sorted(["lns: recorded", _WITNESS_NOTE, *again])
 
 
 def test_with_two_threads_the_two_best_rounded_witnesses_are_polished_too(monkeypatch) -> None:
     # a witness's rounded bottleneck does not rank where its polish ends (T5 over A100/L4/T4 at
     # k = 8: the second best rounded, 0.9615 ms, polishes to 0.7644, the best, 0.9027, to
     # 0.7698), so each thread takes one: the incumbent and the two best, all at once, each
-    # yielding while the third waits; the first polish to end hands its thread to the third
+    # yielding while the third waits; the first polish to end hands its thread to the third, and
+    # then the witnesses wait again, under other seeds
     search = _equal_layers_search(layers=4)
     single, balanced = (
         get_solver(name).solve(search.fine.instance, Settings()).placement
@@ -511,19 +531,22 @@ def test_with_two_threads_the_two_best_rounded_witnesses_are_polished_too(monkey
     search.end = time.perf_counter() + 20.0
     incumbent = search.best_placement
     search.polish_with_witness(Settings(threads=2))
-    first, (last, last_stall) = polished[:3], polished[3]
+    first, (third, third_stall) = polished[:3], polished[3]
     assert sorted(id(start) for start, _ in first) == sorted(map(id, [incumbent, *ranked[:2]]))
-    assert last is ranked[2] and last_stall is None  # nothing waits behind it
+    assert third is ranked[2] and third_stall.waiting is not None  # the witnesses again wait behind it
     assert all(stall.seconds == pytest.approx(20.0 / 3, abs=0.5) for _, stall in first)
-    assert all(stall.waiting is not None for _, stall in first) and len(polished) == 4
+    assert all(stall.waiting is not None for _, stall in first)
+    # the two best are within the slack of the incumbent: starts of their own, polished once
+    assert [start for start, _ in polished[4:]] == [ranked[2]] * 2 and polished[-1][1] is None
 
 
 def test_with_one_thread_the_witnesses_are_polished_in_turn_each_yielding_while_another_waits(
     monkeypatch,
 ) -> None:
-    # one thread: after the incumbent's polish, every rounded witness in rank order, each polish
-    # but the last with the rule that stops it once it gains little (T5 over A100/L4/T4 at k = 8:
-    # 6.92% -> 6.17% at 60 s, the second witness's basin)
+    # one thread: after the incumbent's polish, every rounded witness in rank order, then all of
+    # them again under two other seeds, each polish but the last with the rule that stops it once
+    # it gains little (T5 over A100/L4/T4 at k = 8: 6.92% -> 6.17% at 60 s, the second
+    # witness's basin)
     search = _equal_layers_search(layers=4)
     single, balanced = (
         get_solver(name).solve(search.fine.instance, Settings()).placement
@@ -547,8 +570,10 @@ def test_with_one_thread_the_witnesses_are_polished_in_turn_each_yielding_while_
     incumbent = search.best_placement
     search.polish_with_witness(Settings())
     polished = [start for start, _ in calls]
-    assert len(polished) == 4 and sum(start is incumbent for start in polished) == 1
-    assert [id(start) for start in polished if start is not incumbent] == list(map(id, ranked))
+    assert len(polished) == 8 and sum(start is incumbent for start in polished) == 1
+    # the best is within the slack of the incumbent: a start of its own, polished once
+    again = ranked[1:] * 2
+    assert [id(start) for start in polished if start is not incumbent] == list(map(id, ranked + again))
     assert all(stall is not None for _, stall in calls[:-1]) and calls[-1][1] is None
 
 
@@ -564,6 +589,24 @@ def test_a_polish_yields_only_while_another_start_waits() -> None:
     assert not rule.reached(falls, time.perf_counter(), 1.0)  # ... but nothing waits
     waiting.append(object())
     assert rule.reached(falls, time.perf_counter(), 1.0)
+
+
+def test_for_a_start_under_another_seed_a_polish_yields_only_without_any_gain() -> None:
+    # a start waiting under another seed takes the thread only of a polish whose bottleneck has
+    # not fallen at all over the rule's time; one under the caller's seed, of one that fell by
+    # less than the rule's gain
+    from partition.solvers import lns
+
+    fresh, reseeded = [], [object()]
+    rule = lns.Stall(1.0, time.perf_counter() + 60.0, 0.01, lambda: bool(fresh), lambda: bool(reseeded))
+    falls = [(time.perf_counter() - 5.0, 1.0)]
+    assert rule.reached(falls, time.perf_counter(), 1.0)  # not fallen in 5 s
+    assert not rule.reached(falls, time.perf_counter(), 0.999)  # fallen by 0.1%
+    fresh.append(object())
+    assert rule.reached(falls, time.perf_counter(), 0.999)
+    fresh.clear()
+    reseeded.clear()
+    assert not rule.reached(falls, time.perf_counter(), 1.0)
 
 
 @pytest.mark.parametrize("across_better", [False, True])

@@ -91,6 +91,7 @@ from __future__ import annotations
 
 import functools
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -127,6 +128,7 @@ _WITNESS_SLACK = 1.02  # ... which it is within this factor of the incumbent's b
 _STALL_SHARE = 1 / 3  # else the incumbent's polish stops after this share of its time ...
 _STALL_GAIN = 0.01  # ... in which it lowered the bottleneck by less than this (relative) ...
 _SECOND_START_SECONDS = 10.0  # ... while this much time is left, for the witness's polish
+_RESEEDS = 2  # each witness polished again under this many other seeds, while time is left
 _STRUCTURAL_BOUND_OPS = 5_000  # the chain or two-tower bound is tried before the order search up to this ...
 _STRUCTURAL_BOUND_SHARE_LEFT = 0.1  # ... many ops, within this share of the search time left
 _BOUND_SHARE_OF_POLISH = 0.5  # ... and again before the polish, within this share of its time
@@ -752,15 +754,19 @@ class _Search:
         a witness is polished without the escape (which would interleave the towers
         along it, back into the incumbent's basin) and with partial hints (:func:`.lns.polish`).
         On CLIP over 2 × 8 A100 at k = 16 the witness rounds to 0.3368 ms, 10% above the
-        incumbent, and polishes to 0.3031 ms in about 12 s of a core, where the incumbent's
-        polish stays at 0.3053 (the bound: 0.2978). With ``settings.threads ≥ 2`` the starts are
-        polished at once; they are the incumbent and the best rounded witnesses, one per thread,
-        as where a polish ends does not follow how its start rounds (T5 over A100/L4/T4 at k = 8:
+        incumbent, and polishes to 0.3030 ms in about 12 s of a core under half the seeds, where
+        the incumbent's polish stays at 0.3053 (the bound: 0.2978). With ``settings.threads ≥ 2``
+        the starts are polished at once; they are the incumbent and the best rounded witnesses,
+        one per thread, as where a polish ends does not follow how its start rounds (T5 over
+        A100/L4/T4 at k = 8:
         the second best rounded, 0.9615 ms, polishes to 0.7644, the best, 0.9027, to 0.7698), and
         the other witnesses wait, in turn, for a polish that stalls as the incumbent's does with
         one thread (:meth:`_stall`) to hand its thread over (CLIP over A100/L4/T4 at k = 8: the
-        fifth, rounded 0.9068, polishes to 0.8230 where the others end at 0.8322). Returns the
-        notes of the polishes."""
+        fifth, rounded 0.9068, polishes to 0.8230 where the others end at 0.8322). Once every
+        witness has had its turn they wait again, under other seeds (:data:`_RESEEDS`): where
+        the polish of one start ends turns on its windows' searches (that CLIP witness, 45 s of a
+        core under each of eight seeds: 0.30304–0.30521 ms, within 2% of the bound under four).
+        Returns the notes of the polishes."""
         assert self.best_placement is not None
         fine, notes = self.fine.instance, []
         starts = [self.best_placement]
@@ -778,17 +784,18 @@ class _Search:
                     far.append(witness)
             later = [witness for witness, _ in ranked[max(settings.threads, 1) :]]
 
-        def taken(report: PolishReport, start: Placement) -> None:
+        def taken(report: PolishReport, start: Placement, reseed: int = 0) -> None:
             self.offer_fine(report.placement)
             if start is not starts[-1]:  # the incumbent's is last in turn
-                notes.extend(
-                    f"{note} (from the two-tower witness)" for note in report.notes if report.windows
-                )
+                source = "the two-tower witness" + (f", seed + {reseed}" if reseed else "")
+                notes.extend(f"{note} (from {source})" for note in report.notes if report.windows)
             else:
                 notes.extend(report.notes)
 
-        # the farther witnesses, best rounded first, polished without the escape and with partial hints
+        # the farther witnesses, best rounded first, polished without the escape and with partial
+        # hints; then again, under other seeds, while time is left
         witnesses = [Start(witness, complete_hints=False) for witness in far + later]
+        witnesses += [replace(w, reseed=r) for r in range(1, _RESEEDS + 1) for w in witnesses]
         if settings.threads >= 2 and (len(starts) > 1 or far):
             # a thread each: no start waits for another's share; a polish that stalls hands its
             # thread to the next witness while one waits
@@ -829,7 +836,7 @@ class _Search:
                     self.polish_target(),
                 )
         for job, report in polished:
-            taken(report, job.placement)
+            taken(report, job.placement, job.reseed)
         return tuple(notes)
 
     def polish_target(self) -> float:

@@ -114,15 +114,22 @@ class Stall:
     until: float
     gain: float = 0.0
     waiting: Callable[[], bool] | None = None
+    reseeded: Callable[[], bool] | None = None  # when ``waiting`` says no: whether a start waits
+    # under another seed (``Start.reseed``), for which the polish gives up without any gain only
 
     def reached(self, falls: list[tuple[float, float]], now: float, bottleneck: float) -> bool:
         """Whether a polish whose bottleneck fell as ``falls`` says (times and values, from its
         start) and is ``bottleneck`` at ``now`` gives up."""
         since = now - self.seconds
-        if now >= self.until or since <= falls[0][0] or (self.waiting is not None and not self.waiting()):
+        if now >= self.until or since <= falls[0][0]:
             return False
+        gain = self.gain
+        if self.waiting is not None and not self.waiting():
+            if self.reseeded is None or not self.reseeded():
+                return False
+            gain = 0.0
         before = next(value for when, value in reversed(falls) if when <= since)
-        return bottleneck >= before * (1 - self.gain)
+        return bottleneck >= before * (1 - gain)
 
 
 @dataclass(frozen=True)
@@ -657,11 +664,14 @@ def polish(
 
 @dataclass(frozen=True)
 class Start:
-    """A placement to polish, with the :func:`polish` options it is polished with."""
+    """A placement to polish, with the :func:`polish` options it is polished with, and
+    ``reseed``, added to the caller's seed for the windows' searches: a polish of one start
+    under other seeds ends in other local optima (below)."""
 
     placement: Placement
     escape: Callable[[Placement, float], Placement | None] | None = None
     complete_hints: bool = True
+    reseed: int = 0
 
 
 def polish_together(
@@ -682,7 +692,10 @@ def polish_together(
     ``waiting``: more starts, in turn, each taken by the first thread whose polish ends while
     the rule ``stall()`` (made as a polish begins) would still stop a polish; while any waits, a
     polish gives up under that rule. So more time polishes more starts, where the first ones
-    would gain little: the polishes of one placement end at the same local optimum. Once one
+    would gain little: the polishes of one placement under one seed end at the same local
+    optimum. Starts polished again under other seeds (``Start.reseed``) wait behind the others,
+    and while only they wait a polish gives up only once its bottleneck has not fallen at all
+    over the rule's time: a polish that still gains a little keeps its time. Once one
     polish reaches a bottleneck of ``target`` (a caller's gap limit; 0: none), all stop.
     Returns each polish run with its start, thread by thread."""
     each = replace(settings, threads=max(1, settings.threads // len(starts)))
@@ -693,14 +706,20 @@ def polish_together(
         with lock:
             return bool(queue)
 
+    def fresh() -> bool:
+        with lock:
+            return any(start.reseed == 0 for start in queue)
+
     def thread(start: Start | None) -> list[tuple[Start, PolishReport]]:
         done = []
         while start is not None:
-            rule = None if stall is None or not pending() else replace(stall(), waiting=pending)
+            rule = (
+                None if stall is None or not pending() else replace(stall(), waiting=fresh, reseeded=pending)
+            )
             report = polish(
                 instance,
                 start.placement,
-                each,
+                replace(each, seed=each.seed + start.reseed),
                 deadline,
                 scorer,
                 start.escape,
