@@ -585,10 +585,10 @@ def test_a_polish_yields_only_while_another_start_waits() -> None:
     falls = [(time.perf_counter() - 5.0, 1.0)]
     waiting: list[object] = []
     rule = dataclasses.replace(stall, waiting=lambda: bool(waiting))
-    assert stall.reached(falls, time.perf_counter(), 1.0)  # no gain in 5 s
-    assert not rule.reached(falls, time.perf_counter(), 1.0)  # ... but nothing waits
+    assert stall.gives_up(falls, time.perf_counter(), 1.0) == 0.01  # no gain in 5 s
+    assert rule.gives_up(falls, time.perf_counter(), 1.0) is None  # ... but nothing waits
     waiting.append(object())
-    assert rule.reached(falls, time.perf_counter(), 1.0)
+    assert rule.gives_up(falls, time.perf_counter(), 1.0) == 0.01
 
 
 def test_for_a_start_under_another_seed_a_polish_yields_only_without_any_gain() -> None:
@@ -600,13 +600,13 @@ def test_for_a_start_under_another_seed_a_polish_yields_only_without_any_gain() 
     fresh, reseeded = [], [object()]
     rule = lns.Stall(1.0, time.perf_counter() + 60.0, 0.01, lambda: bool(fresh), lambda: bool(reseeded))
     falls = [(time.perf_counter() - 5.0, 1.0)]
-    assert rule.reached(falls, time.perf_counter(), 1.0)  # not fallen in 5 s
-    assert not rule.reached(falls, time.perf_counter(), 0.999)  # fallen by 0.1%
+    assert rule.gives_up(falls, time.perf_counter(), 1.0) == 0.0  # not fallen in 5 s
+    assert rule.gives_up(falls, time.perf_counter(), 0.999) is None  # fallen by 0.1%
     fresh.append(object())
-    assert rule.reached(falls, time.perf_counter(), 0.999)
+    assert rule.gives_up(falls, time.perf_counter(), 0.999) == 0.01
     fresh.clear()
     reseeded.clear()
-    assert not rule.reached(falls, time.perf_counter(), 1.0)
+    assert rule.gives_up(falls, time.perf_counter(), 1.0) is None
 
 
 @pytest.mark.parametrize("across_better", [False, True])

@@ -187,7 +187,8 @@ def test_the_polish_skips_the_sub_problems_it_has_searched_and_ends_where_it_wou
 def test_a_polish_given_a_stall_stops_once_the_bottleneck_stops_falling() -> None:
     # every window takes at least 0.15 s: the bottleneck falls again and again, each fall
     # restarting the stall's clock, so the polish outlasts the stall, and stops `stall` seconds
-    # after the last fall, long before its deadline (109 windows, 16 s), saying so
+    # after the last fall, long before its deadline (109 windows, 16 s), saying so: the rule's 1%
+    # applies while a start waits under the caller's seed, and here only one under another does
     instance = _chain_instance(48, 8)
     start = partition.solve(instance, "uniform").placement
     stall, falls = 1.5, []
@@ -204,9 +205,8 @@ def test_a_polish_given_a_stall_stops_once_the_bottleneck_stops_falling() -> Non
     began = time.perf_counter()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("partition.solvers.lns._Polisher", _Slow)
-        report = polish(
-            instance, start, Settings(progress=progress), began + 120, stall=Stall(stall, math.inf)
-        )
+        rule = Stall(stall, math.inf, 0.01, waiting=lambda: False, reseeded=lambda: True)
+        report = polish(instance, start, Settings(progress=progress), began + 120, stall=rule)
     ended = time.perf_counter()
     assert report.improved and "stopped after 1.5 s without gain" in report.notes[0]
     falls.insert(0, (began, partition.evaluate(instance, start).bottleneck))
@@ -221,12 +221,12 @@ def test_a_stall_with_a_gain_takes_falls_below_it_for_none() -> None:
     # the incumbent's polish gives up once a third of its time lowered the bottleneck by less
     # than 1% (T5 on H100/A100 at k = 8: 0.5% in 13 s, the far witness then polishes 1.1% lower)
     falls = [(0.0, 1.0), (5.0, 0.995), (9.0, 0.99)]  # from the start at 0 s
-    assert not Stall(10.0, math.inf).reached(falls, 11.0, 0.99)  # it fell since 1 s
-    assert Stall(10.0, math.inf, 0.02).reached(falls, 11.0, 0.99)  # by 1%, less than 2%
-    assert not Stall(10.0, math.inf, 0.005).reached(falls, 11.0, 0.99)
-    assert not Stall(10.0, math.inf, 0.02).reached(falls, 9.5, 0.99)  # not 10 s in yet
-    assert not Stall(10.0, 11.0, 0.02).reached(falls, 11.0, 0.99)  # too late to give up
-    assert Stall(10.0, math.inf).reached(falls, 19.5, 0.99)  # no fall since 9.5 s
+    assert Stall(10.0, math.inf).gives_up(falls, 11.0, 0.99) is None  # it fell since 1 s
+    assert Stall(10.0, math.inf, 0.02).gives_up(falls, 11.0, 0.99) == 0.02  # by 1%, less than 2%
+    assert Stall(10.0, math.inf, 0.005).gives_up(falls, 11.0, 0.99) is None
+    assert Stall(10.0, math.inf, 0.02).gives_up(falls, 9.5, 0.99) is None  # not 10 s in yet
+    assert Stall(10.0, 11.0, 0.02).gives_up(falls, 11.0, 0.99) is None  # too late to give up
+    assert Stall(10.0, math.inf).gives_up(falls, 19.5, 0.99) == 0.0  # no fall since 9.5 s
 
 
 def test_a_stall_of_zero_stops_the_polish_at_once_but_not_after_its_time() -> None:

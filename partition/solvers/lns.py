@@ -117,19 +117,19 @@ class Stall:
     reseeded: Callable[[], bool] | None = None  # when ``waiting`` says no: whether a start waits
     # under another seed (``Start.reseed``), for which the polish gives up without any gain only
 
-    def reached(self, falls: list[tuple[float, float]], now: float, bottleneck: float) -> bool:
-        """Whether a polish whose bottleneck fell as ``falls`` says (times and values, from its
-        start) and is ``bottleneck`` at ``now`` gives up."""
+    def gives_up(self, falls: list[tuple[float, float]], now: float, bottleneck: float) -> float | None:
+        """The gain below which a polish whose bottleneck fell as ``falls`` says (times and
+        values, from its start) and is ``bottleneck`` at ``now`` gave up, or ``None`` if it goes on."""
         since = now - self.seconds
         if now >= self.until or since <= falls[0][0]:
-            return False
+            return None
         gain = self.gain
         if self.waiting is not None and not self.waiting():
             if self.reseeded is None or not self.reseeded():
-                return False
+                return None
             gain = 0.0
         before = next(value for when, value in reversed(falls) if when <= since)
-        return bottleneck >= before * (1 - gain)
+        return gain if bottleneck >= before * (1 - gain) else None
 
 
 @dataclass(frozen=True)
@@ -571,13 +571,14 @@ def polish(
         settings.report(f"lns: {what}, bottleneck {times.max():.6g} s")
         return True
 
-    stalled = False
+    stalled: float | None = None  # the gain below which the polish gave up
     while search.remaining() > _MIN_WINDOW_SECONDS:
         if enough is not None and enough(float(times.max())):
             break
         now = time.perf_counter()
-        if stall is not None and stall.reached(falls, now, float(times.max())):
-            stalled = True
+        if stall is not None:
+            stalled = stall.gives_up(falls, now, float(times.max()))
+        if stalled is not None:
             break
         swapped = search.swap_devices(stage_of, devices, times)
         if swapped is not None and accepted(stage_of, swapped, "device swap"):
@@ -649,8 +650,8 @@ def polish(
         placement = start
     improved = placement != start
     summary = f"lns: {search.windows} windows searched, {len(search.proven)} proven locally optimal"
-    if stalled and stall:
-        gain = "without gain" if not stall.gain else f"with less than {stall.gain:.0%} gain"
+    if stalled is not None and stall:
+        gain = "without gain" if not stalled else f"with less than {stalled:.0%} gain"
         summary += f", stopped after {stall.seconds:.3g} s {gain}"
     summary += f", escape moves taken: {escapes}; bottleneck" if escape is not None else "; bottleneck"
     summary += (
