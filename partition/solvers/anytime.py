@@ -758,15 +758,14 @@ class _Search:
         the incumbent's polish stays at 0.3053 (the bound: 0.2978). With ``settings.threads ≥ 2``
         the starts are polished at once; they are the incumbent and the best rounded witnesses,
         one per thread, as where a polish ends does not follow how its start rounds (T5 over
-        A100/L4/T4 at k = 8:
-        the second best rounded, 0.9615 ms, polishes to 0.7644, the best, 0.9027, to 0.7698), and
-        the other witnesses wait, in turn, for a polish that stalls as the incumbent's does with
-        one thread (:meth:`_stall`) to hand its thread over (CLIP over A100/L4/T4 at k = 8: the
-        fifth, rounded 0.9068, polishes to 0.8230 where the others end at 0.8322). Once every
-        witness has had its turn they wait again, under other seeds (:data:`_RESEEDS`): where
-        the polish of one start ends turns on its windows' searches (that CLIP witness, 45 s of a
-        core under each of eight seeds: 0.30304–0.30521 ms, within 2% of the bound under four).
-        Returns the notes of the polishes."""
+        A100/L4/T4 at k = 8: the second best rounded, 0.9615 ms, polishes to 0.7644, the best,
+        0.9027, to 0.7698), and the other witnesses wait, in turn, for a polish that stalls as
+        the incumbent's does with one thread (:meth:`_stall`) to hand its thread over (CLIP over
+        A100/L4/T4 at k = 8: the fifth, rounded 0.9068, polishes to 0.8230 where the others end
+        at 0.8322). Once every witness has had its turn they wait again, under other seeds
+        (:data:`_RESEEDS`): where the polish of one start ends turns on its windows' searches
+        (that CLIP witness, 45 s of a core under each of nine seeds: 0.30304–0.30521 ms, within
+        2% of the bound under five). Returns the notes of the polishes."""
         assert self.best_placement is not None
         fine, notes = self.fine.instance, []
         starts = [self.best_placement]

@@ -107,15 +107,15 @@ class Stall:
     """When a polish gives up for a caller that has another start to polish: once the bottleneck
     has fallen by no more than ``gain`` (relative; 0: not at all) over the last ``seconds``, if
     that happens before ``until`` (``perf_counter`` time, leaving the other start the time it
-    needs) and, with ``waiting``, while it says another start waits; else the polish runs to
-    its deadline."""
+    needs) and, with ``waiting``, while it says another start waits; when it says none does but
+    ``reseeded`` says one waits under another seed (``Start.reseed``), once the bottleneck has
+    not fallen at all; else the polish runs to its deadline."""
 
     seconds: float
     until: float
     gain: float = 0.0
     waiting: Callable[[], bool] | None = None
-    reseeded: Callable[[], bool] | None = None  # when ``waiting`` says no: whether a start waits
-    # under another seed (``Start.reseed``), for which the polish gives up without any gain only
+    reseeded: Callable[[], bool] | None = None
 
     def gives_up(self, falls: list[tuple[float, float]], now: float, bottleneck: float) -> float | None:
         """The gain below which a polish whose bottleneck fell as ``falls`` says (times and
