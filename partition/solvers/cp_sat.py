@@ -129,16 +129,11 @@ class StageModel:
                 stages_of[v] = tuple(sorted(shared))
 
         # x[v][s]: op v on stage s, for the stages v may take (colocated ops share one dict)
-        self.x: list[dict[int, cp_model.IntVar]] = [{} for _ in range(n)]
-        for v in range(n):
-            self.x[v] = {s: m.new_bool_var(f"x{v}_{s}") for s in stages_of[v]}
+        self.x = [{s: m.new_bool_var(f"x{v}_{s}") for s in stages_of[v]} for v in range(n)]
         for group in data.colocate:
             for v in group[1:]:
                 self.x[v] = self.x[group[0]]
-        on_stage: list[list[int]] = [[] for _ in range(k)]
-        for v in range(n):
-            for s in stages_of[v]:
-                on_stage[s].append(v)
+        on_stage = [[v for v in range(n) if s in self.x[v]] for s in range(k)]
         self.used = [m.new_bool_var(f"used{s}") for s in range(k)]
         self.z = [[m.new_bool_var(f"z{s}_{c}") for c in range(len(classes))] for s in range(k)]
         for v in range(n):
