@@ -555,15 +555,28 @@ class _Tower:
         return furthest
 
     def _unpriced_reach(self, kind: int, start: np.ndarray, budget: np.ndarray) -> np.ndarray:
+        """The furthest row within ``budget`` as a full part (beyond the start's segment) if it
+        gets that far, else inside the segment. ``full_end`` is nondecreasing, so a part gets
+        beyond exactly when the row after its threshold fits; each search then runs over only
+        the parts that need it (the searches are most of a probe with group changes)."""
         threshold = self.threshold[start]
-        full = np.searchsorted(self.full_end[:, kind], self.full_start[start, kind] + budget, "right") - 1
+        reached = self.full_start[start, kind] + budget
+        after = np.minimum(threshold + 1, self.last)
+        beyond = (threshold < self.last) & ~(self.full_end[after, kind] > reached)
+        inside = np.flatnonzero(~beyond)
+        furthest = np.empty(len(start), dtype=np.int64)
+        searched = slice(None) if self.floor is not None else beyond  # the floor needs it inside too
+        full = np.searchsorted(self.full_end[:, kind], reached[searched], "right") - 1
+        furthest[searched] = full
+        start, budget = start[inside], budget[inside]
         compute_start = self.compute_start[start, kind]
         compute = np.searchsorted(self.compute_end[:, kind], compute_start + budget, "right") - 1
         if self.floor is not None:
             # at least as far as a full part: one from an earlier segment that ends in this one
             # is not floored, and a later start must cost no more (the matrix's envelope)
-            compute = np.minimum(compute, np.maximum(self.floor.reach(kind, start, budget), full))
-        return np.maximum(np.where(full > threshold, full, -1), np.minimum(compute, threshold))
+            compute = np.minimum(compute, np.maximum(self.floor.reach(kind, start, budget), full[inside]))
+        furthest[inside] = np.minimum(compute, threshold[inside])
+        return furthest
 
 
 @dataclass(frozen=True)
@@ -1846,12 +1859,12 @@ class _Product:
                     found = np.minimum(found, exits)
                 partial = np.minimum(found, ceiling)
                 for full_b, reached in enumerate((partial, np.where(found > ceiling, found, -1))):
-                    reached = np.where((need_b < 0) | (need_b == full_b), reached, -1)
+                    live = np.flatnonzero(((need_b < 0) | (need_b == full_b)) & (reached >= 0))
                     same = [None] if (ends_a, ends_b) == (0, 0) else []  # or no next stage
                     for commitment in same + ([(ends_a, ends_b)] if other else []):
-                        keys = group * _KEYS + _state_key(full_a, full_b, commitment)
+                        keys = group * _KEYS + _state_key(full_a[live], full_b, commitment)
                         # on the flat view: numpy's fast path for one index array, 4× the 2-D one
-                        np.maximum.at(best.reshape(-1), keys * best.shape[1] + ends, reached)
+                        np.maximum.at(best.reshape(-1), keys * best.shape[1] + ends[live], reached[live])
 
 
 def _points(found: list, placed: bool = False) -> list[tuple[np.ndarray, tuple[int, int] | None]]:

@@ -858,3 +858,34 @@ def test_the_receipts_steps_of_a_start_are_its_own_sorted() -> None:
             order = sorted(range(broadcasts), key=lambda b: tower.need[b, kind, row])
             assert needs[:, column].tolist() == [tower.need[b, kind, row] for b in order]
             assert np.allclose(paid[:, column], np.cumsum([tower.price[b, kind] for b in order]))
+
+
+@pytest.mark.parametrize("path", [CLIP, T5])
+def test_a_part_reaches_the_furthest_end_its_cost_matrix_admits(path) -> None:
+    # the searched tower's reach and the staircase's cost matrix price parts alike: within a
+    # budget a part reaches exactly the furthest end whose cost fits, and with a floor (which
+    # the matrix lifts to its envelope) at least that far, never less, or the bound is invalid
+    instance = load_instance(path)
+    found = towers(instance)
+    assert found is not None
+    product = tower_bound._setting(instance, found, 1.0).product(200, charged=True, exact=False)
+    assert product is not None
+    searched = [tower for pair in product.towers.values() for tower in pair]
+    rng = np.random.default_rng(0)
+    for tower in searched + ([product.hung.tower] if product.hung is not None else []):
+        for kind in range(tower.full_end.shape[1]):
+            cost = tower.costs(kind)
+            start = rng.integers(0, tower.last + 1, 2000)
+            scale = rng.choice([0.01, 0.1, 1.0], 2000) * tower.full_end[-1, kind]
+            budget = rng.uniform(-0.05, 1.0, 2000) * scale
+            ends = rng.integers(0, tower.last + 1, 2000)
+            near = np.isfinite(cost[start, ends]) & (rng.random(2000) < 0.5)
+            nudge = rng.choice([1 - 1e-9, 1 + 1e-9], 2000)  # just short of a part's cost, or just over
+            budget[near] = (cost[start, ends] * nudge)[near]
+            fits = cost[start] <= budget[:, None]
+            furthest = np.where(fits.any(axis=1), tower.last - np.argmax(fits[:, ::-1], axis=1), -1)
+            reached = tower.reach(kind, start, budget)
+            if tower.floor is None:
+                assert (reached == furthest).all()
+            else:
+                assert (reached >= furthest).all()
