@@ -560,13 +560,14 @@ class _Tower:
         beyond exactly when the row after its threshold fits; each search then runs over only
         the parts that need it (the searches are most of a probe with group changes)."""
         threshold = self.threshold[start]
-        reached = self.full_start[start, kind] + budget
+        limit = self.full_start[start, kind] + budget  # the largest full_end the budget admits
         after = np.minimum(threshold + 1, self.last)
-        beyond = (threshold < self.last) & ~(self.full_end[after, kind] > reached)
+        # "not above", not "at most": a NaN limit goes beyond, as searchsorted puts it past every row
+        beyond = (threshold < self.last) & ~(self.full_end[after, kind] > limit)
         inside = np.flatnonzero(~beyond)
         furthest = np.empty(len(start), dtype=np.int64)
         searched = slice(None) if self.floor is not None else beyond  # the floor needs it inside too
-        full = np.searchsorted(self.full_end[:, kind], reached[searched], "right") - 1
+        full = np.searchsorted(self.full_end[:, kind], limit[searched], "right") - 1
         furthest[searched] = full
         start, budget = start[inside], budget[inside]
         compute_start = self.compute_start[start, kind]
