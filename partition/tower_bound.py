@@ -558,7 +558,7 @@ class _Tower:
         """The furthest row within ``budget`` as a full part (beyond the start's segment) if it
         gets that far, else inside the segment. ``full_end`` is nondecreasing, so a part gets
         beyond exactly when the row after its threshold fits; each search then runs over only
-        the parts that need it (the searches are most of a probe with group changes)."""
+        the parts that need it (the searches were a third of a probe with group changes)."""
         threshold = self.threshold[start]
         limit = self.full_start[start, kind] + budget  # the largest full_end the budget admits
         after = np.minimum(threshold + 1, self.last)

@@ -870,9 +870,9 @@ def test_a_part_reaches_the_furthest_end_its_cost_matrix_admits(path) -> None:
     assert found is not None
     product = tower_bound._setting(instance, found, 1.0).product(200, charged=True, exact=False)
     assert product is not None
-    searched = [tower for pair in product.towers.values() for tower in pair]
+    every = [tower for pair in product.towers.values() for tower in pair]  # each pricing's two
     rng = np.random.default_rng(0)
-    for tower in searched + ([product.hung.tower] if product.hung is not None else []):
+    for tower in every + ([product.hung.tower] if product.hung is not None else []):
         for kind in range(tower.full_end.shape[1]):
             cost = tower.costs(kind)
             start = rng.integers(0, tower.last + 1, 2000)
