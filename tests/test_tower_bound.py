@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import time
@@ -889,3 +890,45 @@ def test_a_part_reaches_the_furthest_end_its_cost_matrix_admits(path) -> None:
                 assert (reached == furthest).all()
             else:
                 assert (reached >= furthest).all()
+
+
+@pytest.mark.parametrize(("path", "bottleneck"), [(CLIP, CLIP_BEST), (T5, T5_BEST)])
+def test_a_stage_reaches_from_its_variants_together_what_it_reaches_from_each(path, bottleneck) -> None:
+    # the pass with group changes searches a stage's variants at once, each distinct point
+    # once: what they raise together must be what each raises alone, where a point that two
+    # variants share admits the parts either admits (not a mix of their two needs)
+    instance = load_instance(path)
+    found = towers(instance)
+    assert found is not None
+    product = tower_bound._setting(instance, found, bottleneck).product(200, charged=True, exact=False)
+    assert product is not None and product.room is not None
+    table = product._across_table(bottleneck, None)
+    assert table is not None
+    furthest, shape = table[0][:, 0], (product.room.shape[1] * tower_bound._KEYS, product.first.last + 1)
+    shared = 0
+    for row in range(1, len(product.vectors)):
+        for kind, sides, group, other, variants in product._across_sources(furthest, row):
+            for received, sources in variants.items():
+                each = tower_bound._points(sources)
+                extend = functools.partial(
+                    product._extend_across,
+                    kind,
+                    bottleneck=bottleneck,
+                    sides=sides,
+                    group=group,
+                    received=received,
+                    other=other,
+                )
+                together, alone = np.full(shape, -1), np.full(shape, -1)
+                extend(each, best=together)
+                for points, need in each:
+                    raised = np.full(shape, -1)
+                    extend([(points, need)], best=raised)
+                    np.maximum(alone, raised, out=alone)
+                    keys = np.flatnonzero((raised >= 0).any(axis=1)) % tower_bound._KEYS
+                    if need is not None:  # its stages' parts are as full as it needs (key 0 says nothing)
+                        assert ((keys == 0) | ((keys - 1) // 4 == 2 * need[0] + need[1])).all()
+                assert (together == alone).all()
+                points = [(a, p[a]) for p, _ in each for a in product._starts(p)]
+                shared += len(points) - len(set(points))
+    assert shared > 0  # some stage's variants share points
