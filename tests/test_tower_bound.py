@@ -932,3 +932,38 @@ def test_a_stage_reaches_from_its_variants_together_what_it_reaches_from_each(pa
                 points = [(a, p[a]) for p, _ in each for a in product._starts(p)]
                 shared += len(points) - len(set(points))
     assert shared > 0  # some stage's variants share points
+
+
+def test_the_hung_sends_reach_is_the_largest_count_of_readers_that_holds() -> None:
+    # per part, the count of readers its second part holds is the largest that holds when the
+    # budget pays a send per maker not read: tried one count at a time from the top, as the
+    # docstring defines it, against the reach that skips the counts a failed one rules out
+    instance = load_instance(T5)
+    found = towers(instance)
+    assert found is not None
+    product = tower_bound._setting(instance, found, T5_BEST).product(200, charged=True, exact=False)
+    assert product is not None and product.hung is not None and product.first.plain_end is not None
+    hung, first, second = product.hung, product.first, product.second
+    rng = np.random.default_rng(3)
+    starts = rng.integers(hung.boundary, first.last + 1, 5000)
+    ends = np.minimum(starts + rng.integers(0, 40, 5000), first.last)
+    origin = rng.integers(0, second.last + 1, 5000)
+    touched = hung.touched(starts, ends)
+    assert (touched > 1).sum() > 100  # parts with several counts to try
+    for kind in range(first.full_end.shape[1]):
+        for priced, towers_priced in product.towers.items():
+            bottleneck = T5_BEST * rng.uniform(0.2, 1.0)
+            reach = product._exits_reach(kind, priced, bottleneck, starts, ends, origin)
+            full = ends > first.threshold[starts]
+            begun = np.where(full, first.full_start[starts, kind], first.compute_start[starts, kind])
+            left = bottleneck - np.maximum(first.plain_end[ends, kind] - begun, 0.0)
+            everything = np.full(len(starts), second.last)
+            for part in np.flatnonzero(touched > 0)[:400]:
+                at = origin[part : part + 1]
+                for count in range(min(touched[part], int(hung.readable(at, everything[:1])[0])), -1, -1):
+                    budget = left[part : part + 1] - (touched[part] - count) * hung.exit[kind]
+                    furthest = towers_priced[1].reach(kind, at, budget)
+                    if count == 0 or (furthest[0] >= 0 and hung.readable(at, furthest)[0] >= count):
+                        break
+                assert reach[part] == furthest[0]
+            assert (reach[touched == 0] == np.iinfo(np.int64).max).all()
