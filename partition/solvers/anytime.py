@@ -756,16 +756,17 @@ class _Search:
         On CLIP over 2 × 8 A100 at k = 16 the witness rounds to 0.3368 ms, 10% above the
         incumbent, and polishes to 0.3030 ms in about 12 s of a core under half the seeds, where
         the incumbent's polish stays at 0.3053 (the bound: 0.2978). With ``settings.threads ≥ 2``
-        the starts are polished at once; they are the incumbent and the best rounded witnesses,
-        one per thread, as where a polish ends does not follow how its start rounds (T5 over
-        A100/L4/T4 at k = 8: the second best rounded, 0.9615 ms, polishes to 0.7644, the best,
-        0.9027, to 0.7698), and the other witnesses wait, in turn, for a polish that stalls as
-        the incumbent's does with one thread (:meth:`_stall`) to hand its thread over (CLIP over
-        A100/L4/T4 at k = 8: the fifth, rounded 0.9068, polishes to 0.8230 where the others end
-        at 0.8322). Once every witness has had its turn they wait again, under other seeds
-        (:data:`_RESEEDS`): where the polish of one start ends turns on its windows' searches
-        (that CLIP witness, 45 s of a core under each of nine seeds: 0.30304–0.30521 ms, within
-        2% of the bound under five). Returns the notes of the polishes."""
+        the starts are polished at once, the witnesses without the escape; they are the
+        incumbent and the best rounded witnesses, one per thread, as where a polish ends does
+        not follow how its start rounds (T5 over A100/L4/T4 at k = 8: the second best rounded,
+        0.9615 ms, polishes to 0.7644, the best, 0.9027, to 0.7698), and the other witnesses
+        wait, in turn, for a polish that stalls as the incumbent's does with one thread
+        (:meth:`_stall`) to hand its thread over (CLIP over A100/L4/T4 at k = 8: the fifth,
+        rounded 0.9068, polishes to 0.8230 where the others end at 0.8322). Once every witness
+        has had its turn they wait again, under other seeds (:data:`_RESEEDS`): where the polish
+        of one start ends turns on its windows' searches (that CLIP witness, 45 s of a core
+        under each of nine seeds: 0.30304–0.30521 ms, within 2% of the bound under five).
+        Returns the notes of the polishes."""
         assert self.best_placement is not None
         fine, notes = self.fine.instance, []
         starts = [self.best_placement]
@@ -797,8 +798,12 @@ class _Search:
         witnesses += [replace(w, reseed=r) for r in range(1, _RESEEDS + 1) for w in witnesses]
         if settings.threads >= 2 and (len(starts) > 1 or far):
             # a thread each: no start waits for another's share; a polish that stalls hands its
-            # thread to the next witness while one waits
-            jobs = [Start(start, escape) for start in starts] + witnesses[: len(far)]
+            # thread to the next witness while one waits. The escape is the incumbent's alone:
+            # along a witness it interleaves the towers anew, into the best interleavings' basin
+            # (CLIP over four types at k = 8: the witness rounded to 0.55353 ms took one and
+            # ended there, at 0.53792; without, 0.5359-0.5365)
+            jobs = [Start(start, escape if start is starts[-1] else None) for start in starts]
+            jobs += witnesses[: len(far)]
             polished = polish_together(
                 fine,
                 jobs,
