@@ -1433,7 +1433,7 @@ class _Product:
         part there may hold that many, and the furthest of those: the one of the largest count
         that holds (a larger budget reaches no less), so the counts are tried from the top, a
         count that fails giving way to the readers its reach holds (T5 over four types at k =
-        8: 1.5 tries a part instead of 3.2). The largest integer where a part touches no maker."""
+        8: 1.6 tries a part instead of 3.2). The largest integer where a part touches no maker."""
         hung, first = self.hung, self.first
         assert hung is not None and first.plain_end is not None
         touched = hung.touched(starts, ends)
@@ -1885,7 +1885,7 @@ class _Product:
     def _distinct_starts(
         self, found_starts: list[tuple[np.ndarray, np.ndarray, tuple[int, int] | None]]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The distinct points ``(a, G[a])`` the variants' starts hold (``a`` and ``G[a]`` apart),
+        """The distinct points ``(a, G[a])`` the variants' starts hold, as two arrays of rows,
         each with the fullness of the parts some variant holding it admits (:func:`_admitted`).
         A stage reaches the same from a point whatever the variant, and the variants share many
         points (CLIP over four types at k = 8: 169 k distinct of 299 k; T5 there 48 k of 129 k)."""

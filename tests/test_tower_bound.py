@@ -957,10 +957,10 @@ def test_the_hung_sends_reach_is_the_largest_count_of_readers_that_holds() -> No
             full = ends > first.threshold[starts]
             begun = np.where(full, first.full_start[starts, kind], first.compute_start[starts, kind])
             left = bottleneck - np.maximum(first.plain_end[ends, kind] - begun, 0.0)
-            everything = np.full(len(starts), second.last)
             for part in np.flatnonzero(touched > 0)[:400]:
                 at = origin[part : part + 1]
-                for count in range(min(touched[part], int(hung.readable(at, everything[:1])[0])), -1, -1):
+                readers = int(hung.readable(at, np.array([second.last]))[0])  # the most it may hold
+                for count in range(min(touched[part], readers), -1, -1):
                     budget = left[part : part + 1] - (touched[part] - count) * hung.exit[kind]
                     furthest = towers_priced[1].reach(kind, at, budget)
                     if count == 0 or (furthest[0] >= 0 and hung.readable(at, furthest)[0] >= count):
