@@ -89,12 +89,25 @@ class Cluster:
         count = max(group_of) + 1
         pick_latency, pick_bandwidth = (np.fmax, np.fmin) if slowest else (np.fmin, np.fmax)
         latency, bandwidth = np.full((count, count), np.nan), np.full((count, count), np.nan)
-        for a, ga in enumerate(group_of):
-            for b, gb in enumerate(group_of):
-                if a != b:
-                    link = self.link(a, b)
-                    latency[ga, gb] = pick_latency(latency[ga, gb], link.latency)
-                    bandwidth[ga, gb] = pick_bandwidth(bandwidth[ga, gb], link.bandwidth)
+        # counted per group and host, not pair by pair: a cluster may hold tens of thousands of
+        # devices (``make fuzz`` drew one whose pairs took over half an hour)
+        on = np.zeros((count, len(self.hosts)), dtype=np.int64)
+        np.add.at(on, (np.asarray(group_of), [device.host for device in self.devices]), 1)
+        present = on > 0
+
+        def link(pairs: np.ndarray, kind: LinkType) -> None:
+            latency[pairs] = pick_latency(latency[pairs], kind.latency)
+            bandwidth[pairs] = pick_bandwidth(bandwidth[pairs], kind.bandwidth)
+
+        for host in np.flatnonzero(present.any(axis=0)):  # two devices on one host
+            pairs = present[:, host, None] & present[None, :, host]
+            pairs[np.diag_indices(count)] = on[:, host] >= 2  # within a group: two of its own
+            link(pairs, self.hosts[host].intra_link)
+        # on two hosts: unless both groups lie on one and the same host
+        alone = present.sum(axis=1) == 1
+        only = np.where(alone, present.argmax(axis=1), -1)
+        together = alone[:, None] & alone[None, :] & (only[:, None] == only[None, :])
+        link(present.any(axis=1)[:, None] & present.any(axis=1)[None, :] & ~together, self.inter_host_link)
         return latency, bandwidth
 
     def memory(self, device: int) -> float:

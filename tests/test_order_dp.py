@@ -9,6 +9,8 @@ import pytest
 from conftest import random_dag_instance
 
 import partition
+from partition.cluster import load_cluster
+from partition.solvers import order_dp
 from partition.solvers.order_dp import split_order
 
 SINGLE_HOST = [{"name": "h0", "devices": {"H100-SXM": 1, "A100-80GB": 2, "L4": 1}, "intra_link": "pcie4"}]
@@ -89,3 +91,28 @@ def test_exact_stages_uses_exactly_k() -> None:
     instance = random_dag_instance(5, 8, hosts=SINGLE_HOST, stages=4).with_options(exact_stages=True)
     result = partition.solve(instance, "order-dp")
     assert result.placement is not None and result.placement.num_stages == 4
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "instances/clusters/hetero-a100-l4-t4.json",
+        "instances/clusters/2x8a100.json",
+        "instances/clusters/homo-4a100.json",
+    ],
+)
+def test_a_devices_link_bounds_are_those_of_its_pairs(path: str) -> None:
+    # the bounds are found per host, not pair by pair (a fuzzed cluster of 30 000 devices took
+    # over half an hour that way): they must be the least latency and the most bandwidth of
+    # the device's links to the devices after it (its sends) and before it (its receipts)
+    cluster = load_cluster(path)
+    hosts = np.array([device.host for device in cluster.devices])
+    for device in range(len(cluster.devices)):
+        for others in (range(device + 1, len(cluster.devices)), range(device)):
+            links = [cluster.link(device, other) for other in others]
+            expected = (
+                (min(link.latency for link in links), max(link.bandwidth for link in links))
+                if links
+                else (0.0, np.inf)
+            )
+            assert order_dp._link_bounds(cluster, hosts, device, others) == expected

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..chain_bound import reused
+from ..cluster import Cluster
 from ..instance import CommMode, Instance
 from ..placement import Placement, Status
 from .base import Capabilities, Outcome, Scope, Settings, Solver
@@ -61,6 +62,7 @@ class _IntervalTables:
         position = np.empty(n, dtype=np.int64)
         position[order] = np.arange(n)
         self.n = n
+        self.hosts = np.array([device.host for device in instance.cluster.devices])  # each device's
 
         send, recv = ([], [], [], [], [], []), ([], [], [], [], [])
         for tensor in graph.tensors:
@@ -125,11 +127,16 @@ class _IntervalTables:
         )
 
 
-def _link_bounds(instance: Instance, device: int, others: range) -> tuple[float, float]:
-    """Smallest latency and largest bandwidth from ``device`` to any device in ``others``."""
-    links = [instance.cluster.link(device, o) for o in others]
-    if not links:
+def _link_bounds(cluster: Cluster, hosts: np.ndarray, device: int, others: range) -> tuple[float, float]:
+    """Smallest latency and largest bandwidth from ``device`` to any device in ``others``
+    (``hosts``: each device's host): its host's link if one of them shares its host, the
+    inter-host link if one does not. Not pair by pair: a cluster may hold tens of thousands
+    of devices, and this runs for each."""
+    if not len(others):
         return 0.0, np.inf
+    same = hosts[others.start : others.stop] == hosts[device]
+    links = [cluster.hosts[hosts[device]].intra_link] if same.any() else []
+    links += [] if same.all() else [cluster.inter_host_link]
     return min(link.latency for link in links), max(link.bandwidth for link in links)
 
 
@@ -140,8 +147,10 @@ def _stage_costs(instance: Instance, tables: _IntervalTables, device: int) -> np
     unsupported = (
         tables.prefix_unsupported[None, :, column] - tables.prefix_unsupported[:, None, column]
     ) > 0
-    send_latency, send_bandwidth = _link_bounds(instance, device, range(device + 1, len(cluster.devices)))
-    recv_latency, recv_bandwidth = _link_bounds(instance, device, range(device))
+    send_latency, send_bandwidth = _link_bounds(
+        cluster, tables.hosts, device, range(device + 1, len(cluster.devices))
+    )
+    recv_latency, recv_bandwidth = _link_bounds(cluster, tables.hosts, device, range(device))
     comm = (
         tables.send_count * send_latency
         + tables.send_bytes / send_bandwidth
