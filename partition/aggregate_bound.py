@@ -66,7 +66,7 @@ def _communication_floors(instance: Instance, counts: range) -> dict[int, float]
     inter = cluster.inter_host_link
     r_inter = _cheapest_input_set(received, inter.latency, inter.bandwidth)
     sources = int((received[1] == 0).sum())
-    per_host = np.bincount([d.host for d in cluster.devices], minlength=len(cluster.hosts))
+    per_host = np.bincount(cluster.host_of, minlength=len(cluster.hosts))
     filled = np.cumsum(np.sort(per_host)[::-1])
     factor = 1.0 if instance.options.comm_mode is CommMode.ONCE else 2.0
     floors = {}

@@ -65,6 +65,14 @@ class Cluster:
         return tuple(column[d.type] for d in self.devices)
 
     @cached_property
+    def host_of(self) -> np.ndarray:
+        """Each device's host (read-only): the links of a cluster of many devices are found per
+        host, not pair by pair."""
+        hosts = np.array([d.host for d in self.devices], dtype=np.int64)
+        hosts.flags.writeable = False
+        return hosts
+
+    @cached_property
     def type_counts(self) -> tuple[int, ...]:
         return tuple(self.type_index.count(t) for t in range(len(self.type_names)))
 
@@ -92,7 +100,7 @@ class Cluster:
         # counted per group and host, not pair by pair: a cluster may hold tens of thousands of
         # devices (``make fuzz`` drew one whose pairs took over half an hour)
         on = np.zeros((count, len(self.hosts)), dtype=np.int64)
-        np.add.at(on, (np.asarray(group_of), [device.host for device in self.devices]), 1)
+        np.add.at(on, (np.asarray(group_of), self.host_of), 1)
         present = on > 0
 
         def link(pairs: np.ndarray, kind: LinkType) -> None:

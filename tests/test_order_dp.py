@@ -106,7 +106,6 @@ def test_a_devices_link_bounds_are_those_of_its_pairs(path: str) -> None:
     # over half an hour that way): they must be the least latency and the most bandwidth of
     # the device's links to the devices after it (its sends) and before it (its receipts)
     cluster = load_cluster(path)
-    hosts = np.array([device.host for device in cluster.devices])
     for device in range(len(cluster.devices)):
         for others in (range(device + 1, len(cluster.devices)), range(device)):
             links = [cluster.link(device, other) for other in others]
@@ -115,4 +114,4 @@ def test_a_devices_link_bounds_are_those_of_its_pairs(path: str) -> None:
                 if links
                 else (0.0, np.inf)
             )
-            assert order_dp._link_bounds(cluster, hosts, device, others) == expected
+            assert order_dp._link_bounds(cluster, device, others) == expected

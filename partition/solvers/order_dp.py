@@ -62,7 +62,6 @@ class _IntervalTables:
         position = np.empty(n, dtype=np.int64)
         position[order] = np.arange(n)
         self.n = n
-        self.hosts = np.array([device.host for device in instance.cluster.devices])  # each device's
 
         send, recv = ([], [], [], [], [], []), ([], [], [], [], [])
         for tensor in graph.tensors:
@@ -127,15 +126,15 @@ class _IntervalTables:
         )
 
 
-def _link_bounds(cluster: Cluster, hosts: np.ndarray, device: int, others: range) -> tuple[float, float]:
-    """Smallest latency and largest bandwidth from ``device`` to any device in ``others``
-    (``hosts``: each device's host): its host's link if one of them shares its host, the
-    inter-host link if one does not. Not pair by pair: a cluster may hold tens of thousands
-    of devices, and this runs for each."""
+def _link_bounds(cluster: Cluster, device: int, others: range) -> tuple[float, float]:
+    """Smallest latency and largest bandwidth from ``device`` to any device in ``others``: its
+    host's link if one of them shares its host, the inter-host link if one does not. Not pair
+    by pair: a cluster may hold tens of thousands of devices, and this runs for each."""
     if not len(others):
         return 0.0, np.inf
-    same = hosts[others.start : others.stop] == hosts[device]
-    links = [cluster.hosts[hosts[device]].intra_link] if same.any() else []
+    host = cluster.devices[device].host
+    same = cluster.host_of[others.start : others.stop] == host
+    links = [cluster.hosts[host].intra_link] if same.any() else []
     links += [] if same.all() else [cluster.inter_host_link]
     return min(link.latency for link in links), max(link.bandwidth for link in links)
 
@@ -147,10 +146,8 @@ def _stage_costs(instance: Instance, tables: _IntervalTables, device: int) -> np
     unsupported = (
         tables.prefix_unsupported[None, :, column] - tables.prefix_unsupported[:, None, column]
     ) > 0
-    send_latency, send_bandwidth = _link_bounds(
-        cluster, tables.hosts, device, range(device + 1, len(cluster.devices))
-    )
-    recv_latency, recv_bandwidth = _link_bounds(cluster, tables.hosts, device, range(device))
+    send_latency, send_bandwidth = _link_bounds(cluster, device, range(device + 1, len(cluster.devices)))
+    recv_latency, recv_bandwidth = _link_bounds(cluster, device, range(device))
     comm = (
         tables.send_count * send_latency
         + tables.send_bytes / send_bandwidth
