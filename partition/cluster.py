@@ -112,10 +112,10 @@ class Cluster:
             pairs[np.diag_indices(count)] = on[:, host] >= 2  # within a group: two of its own
             link(pairs, self.hosts[host].intra_link)
         # on two hosts: unless both groups lie on one and the same host
-        alone = present.sum(axis=1) == 1
+        used, alone = present.any(axis=1), present.sum(axis=1) == 1
         only = np.where(alone, present.argmax(axis=1), -1)
         together = alone[:, None] & alone[None, :] & (only[:, None] == only[None, :])
-        link(present.any(axis=1)[:, None] & present.any(axis=1)[None, :] & ~together, self.inter_host_link)
+        link(used[:, None] & used[None, :] & ~together, self.inter_host_link)
         return latency, bandwidth
 
     def memory(self, device: int) -> float:
